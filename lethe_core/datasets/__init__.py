@@ -1,0 +1,46 @@
+"""Dataset loaders: every one returns the same `Dataset` model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..paths import default_dataset_path
+from .beir import load_beir
+from .errors import DatasetError
+from .locomo import load_locomo
+from .longmemeval import load_longmemeval
+from .model import Corpus, Dataset, Query, Turn
+from .synthetic import generate_synthetic
+
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]")
+
+
+def load_dataset(name: str, path: str | Path | None = None) -> Dataset:
+    """Load a dataset by name: `locomo`, `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`."""
+    if name.startswith("synthetic"):
+        _, _, n = name.partition(":")
+        return generate_synthetic(int(n) if n else 2000)
+    if name == "locomo":
+        return load_locomo(path or default_dataset_path("locomo"))
+    if name == "longmemeval":
+        p = Path(path or default_dataset_path("longmemeval"))
+        if not p.exists():
+            raise DatasetError(
+                p,
+                "LongMemEval file not found. Download longmemeval_s_cleaned.json (official release) and pass "
+                "--path FILE or set LETHE_LONGMEMEVAL_PATH.",
+            )
+        return load_longmemeval(p)
+    if name == "nfcorpus":
+        return load_beir(path or default_dataset_path("nfcorpus"), name="nfcorpus")
+    if name == "beir":
+        if path is None:
+            raise ValueError("dataset 'beir' needs --path FOLDER")
+        return load_beir(path, name=Path(path).name or "beir")
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+
+
+__all__ = [
+    "Corpus", "Dataset", "DatasetError", "Query", "Turn", "DATASETS", "generate_synthetic",
+    "load_beir", "load_dataset", "load_locomo", "load_longmemeval",
+]

@@ -1,0 +1,156 @@
+"""The one data model every loader produces: a corpus of turns and sets of queries with graded qrels."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Turn:
+    id: str
+    text: str
+    session_id: str
+    conversation_id: str
+    timestamp: datetime | None = None
+    speaker: str = ""
+    position: int = 0  # index of the turn inside its session
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    qrels: dict[str, int]  # turn id -> graded relevance (> 0)
+    qtype: str = ""
+    conversation_id: str | None = None
+    date: datetime | None = None
+    answer: str | None = None
+    flags: frozenset[str] = frozenset()
+
+
+class Corpus:
+    """An ordered, immutable collection of turns with O(1) id lookup."""
+
+    def __init__(self, turns: Sequence[Turn]):
+        self.turns: tuple[Turn, ...] = tuple(turns)
+        self.index: dict[str, int] = {t.id: i for i, t in enumerate(self.turns)}
+        if len(self.index) != len(self.turns):
+            raise ValueError("turn ids must be unique")
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __getitem__(self, i: int) -> Turn:
+        return self.turns[i]
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.turns]
+
+    @cached_property
+    def texts(self) -> list[str]:
+        return [t.text for t in self.turns]
+
+    @cached_property
+    def session_codes(self) -> np.ndarray:
+        """Integer code of each turn's session (same code = same session)."""
+        codes: dict[str, int] = {}
+        return np.array([codes.setdefault(t.session_id, len(codes)) for t in self.turns], dtype=np.int32)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256()
+        for t in self.turns:
+            h.update(t.id.encode())
+            h.update(b"\0")
+            h.update(t.text.encode())
+            h.update(b"\1")
+        return h.hexdigest()[:16]
+
+
+@dataclass
+class Dataset:
+    """A corpus plus its evaluation queries.
+
+    `extra_queries` holds query sets that are not part of the default evaluation
+    (e.g. LoCoMo's adversarial category 5); `issues` lists input problems that were
+    tolerated (unresolved evidence ids, qrels fallbacks) so reports can show them.
+    """
+
+    name: str
+    source: Path
+    corpus: Corpus | None
+    queries: list[Query]
+    extra_queries: dict[str, list[Query]] = field(default_factory=dict)
+    issues: list[dict] = field(default_factory=list)
+    corpus_hint: str = ""  # where to put the corpus when it is missing
+    annotations: dict = field(default_factory=dict)  # loader-specific ground truth (e.g. synthetic distractors)
+
+    def require_corpus(self) -> Corpus:
+        if self.corpus is None:
+            from .errors import DatasetError
+
+            raise DatasetError(self.source, f"the corpus is missing. {self.corpus_hint}".strip())
+        return self.corpus
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256(self.require_corpus().fingerprint.encode())
+        for q in self.queries:
+            h.update(f"{q.id}\0{q.text}\0{sorted(q.qrels.items())}\1".encode())
+        return h.hexdigest()[:16]
+
+    def limit_queries(self, n: int | None) -> "Dataset":
+        """The first n queries (deterministic); the corpus is kept whole."""
+        if n is None or n >= len(self.queries):
+            return self
+        return replace(self, queries=self.queries[:n])
+
+    def restrict_conversations(self, conversation_ids: Iterable[str]) -> "Dataset":
+        """Keep only the turns and queries of the given conversations."""
+        keep = set(conversation_ids)
+        corpus = self.require_corpus()
+        return replace(
+            self,
+            corpus=Corpus([t for t in corpus.turns if t.conversation_id in keep]),
+            queries=[q for q in self.queries if q.conversation_id in keep],
+            extra_queries={k: [q for q in v if q.conversation_id in keep] for k, v in self.extra_queries.items()},
+        )
+
+    def conversation_ids(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for t in self.require_corpus().turns:
+            seen.setdefault(t.conversation_id, None)
+        return list(seen)
+
+    def describe(self) -> dict:
+        """Counts for `lethe-lab data describe`."""
+        from collections import Counter
+
+        corpus = self.corpus
+        by_type = Counter(q.qtype for q in self.queries)
+        out = {
+            "dataset": self.name,
+            "source": str(self.source),
+            "corpus_present": corpus is not None,
+            "turns": len(corpus) if corpus is not None else 0,
+            "sessions": len({t.session_id for t in corpus.turns}) if corpus is not None else 0,
+            "conversations": len({t.conversation_id for t in corpus.turns}) if corpus is not None else 0,
+            "queries": len(self.queries),
+            "queries_by_type": dict(sorted(by_type.items())),
+            "qrels": sum(len(q.qrels) for q in self.queries),
+            "extra_query_sets": {k: len(v) for k, v in self.extra_queries.items()},
+            "flags": dict(Counter(f for q in self.queries for f in q.flags)),
+            "unresolved_evidence": [i for i in self.issues if i.get("kind") == "unresolved_evidence"],
+            "issues": [i for i in self.issues if i.get("kind") != "unresolved_evidence"],
+        }
+        if corpus is None:
+            out["corpus_hint"] = self.corpus_hint
+        return out

@@ -1,0 +1,147 @@
+"""The checkpoint-8/10 systems table, computed from cached pools only.
+
+Systems (all read the same pools, so they differ only in how they order them):
+- vector, bm25, rrf: first-stage lists, top-10;
+- vector_rerank: dense top-30 reordered by the reranker;
+- full: RRF top-P (P = 30) reordered by the reranker (the paper's baseline);
+- control: the whole RRF union reordered by the reranker (no RIF, more reranker calls).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..behaviour import top1_behaviour
+from ..datasets import Dataset, load_dataset
+from ..metrics import longmemeval_ndcg, ndcg_at_k, recall_at_k
+from ..paths import results_dir
+from ..pools import PackedPools, PoolBuilder
+from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.rerank import resolve_reranker
+from .. import stats
+
+SYSTEMS = ("vector", "bm25", "rrf", "vector_rerank", "full", "control")
+RERANKED = {"vector_rerank", "full", "control"}
+
+
+def system_orders(p: PackedPools, i: int, pool_size: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """For query i: each system's (final order, reranker pool) as positions into its pool rows."""
+    rows = p.rows(i)
+    n = rows.stop - rows.start
+    logit = p.logit[rows]
+    bm25, dense = p.bm25_rank[rows], p.dense_rank[rows]
+    by_leg = lambda r: np.flatnonzero(r >= 0)[np.argsort(r[r >= 0], kind="stable")]  # noqa: E731
+    rerank = lambda pos: pos[np.argsort(-logit[pos], kind="stable")]  # noqa: E731
+    dense_list, bm25_list, rrf_list = by_leg(dense), by_leg(bm25), np.arange(n)
+    top_p = rrf_list[:pool_size]
+    dense_p = dense_list[:pool_size]
+    return {
+        "vector": (dense_list, dense_list[:30]),
+        "bm25": (bm25_list, bm25_list[:30]),
+        "rrf": (rrf_list, rrf_list[:30]),
+        "vector_rerank": (rerank(dense_p), dense_p),
+        "full": (rerank(top_p), top_p),
+        "control": (rerank(rrf_list), rrf_list),
+    }
+
+
+def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30) -> pd.DataFrame:
+    """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30 and top-1 behaviour."""
+    corpus = dataset.require_corpus()
+    queries = {q.id: q for q in dataset.queries}
+    ids = np.asarray(corpus.ids, dtype=object)
+    rows = []
+    for i, qid in enumerate(p.query_ids):
+        q = queries[qid]
+        doc_idx, logit = p.doc_idx[p.rows(i)], p.logit[p.rows(i)]
+        for name, (order, pool) in system_orders(p, i, pool_size).items():
+            ranked = ids[doc_idx[order]].tolist()
+            row = {
+                "query_id": qid, "qtype": q.qtype, "system": name,
+                "ndcg@10": ndcg_at_k(ranked, q.qrels, 10), "recall@10": recall_at_k(ranked, q.qrels, 10),
+                "pool_recall@30": recall_at_k(ids[doc_idx[pool]].tolist(), q.qrels, len(pool)),
+                "lme_ndcg@10": longmemeval_ndcg(ranked, q.qrels, 10),
+            }
+            if name in RERANKED and len(order):
+                row["top1_logit"] = float(logit[order[0]])
+                row.update(top1_behaviour(int(doc_idx[order[0]]), float(logit[order[0]]), q, corpus))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarise(per_query: pd.DataFrame, seed: int = 0) -> list[dict]:
+    """Means with bootstrap CIs, and each system's paired permutation p against rrf."""
+    wide = per_query.pivot(index="query_id", columns="system", values="ndcg@10")
+    out = []
+    for name in SYSTEMS:
+        sub = per_query[per_query["system"] == name]
+        entry = {
+            "name": name,
+            "ndcg@10": float(sub["ndcg@10"].mean()),
+            "recall@10": float(sub["recall@10"].mean()),
+            "pool_recall@30": float(sub["pool_recall@30"].mean()),
+            "lme_ndcg@10": float(sub["lme_ndcg@10"].mean()),
+            "ndcg@10_ci": stats.bootstrap_ci(sub["ndcg@10"], seed=seed).as_dict()["ci"],
+        }
+        if name != "rrf":
+            entry["delta_vs_rrf"] = stats.paired_delta_ci(wide[name], wide["rrf"], seed=seed).as_dict()
+            entry["p_vs_rrf"] = stats.paired_permutation_test(wide[name], wide["rrf"], seed=seed)
+        if name in RERANKED:
+            for col in ("exact_episode", "sibling_confusion", "wrong_family", "abstain@0", "abstain@2", "abstain@4"):
+                entry[col] = float(sub[col].mean())
+        out.append(entry)
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
+
+
+@dataclass
+class SystemsExperiment:
+    """`lethe-lab systems`: build or reuse pools, evaluate every system, write results/<name>/."""
+
+    dataset: str = "locomo"
+    path: str | None = None
+    reranker: str = "auto"
+    limit_queries: int | None = None
+    conversations: int | None = None  # keep only the first N conversations (quick runs)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    seed: int = 0
+    progress: bool = True
+
+    def load(self) -> Dataset:
+        ds = load_dataset(self.dataset, self.path)
+        if self.conversations:
+            ds = ds.restrict_conversations(ds.conversation_ids()[: self.conversations])
+        return ds.limit_queries(self.limit_queries)
+
+    def run(self, results_root: Path | None = None) -> dict:
+        ds = self.load()
+        builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
+        pools = builder.build()
+        per_query = evaluate_systems(ds, pools.packed([q.id for q in ds.queries]), self.pipeline.pool_size)
+        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{builder.key}"
+        out_dir = Path(results_root or results_dir()) / name
+        out_dir.mkdir(parents=True, exist_ok=True)
+        summary = {
+            "dataset": ds.name, "reranker": pools.reranker, "n_queries": len(ds.queries),
+            "systems": summarise(per_query, self.seed), "pool_key": builder.key, "results_dir": str(out_dir),
+            "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
+        }
+        _atomic_write(out_dir / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
+        _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
+        return summary
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    write(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,210 @@
+"""Candidate-pool cache: every query's first-stage union with its reranker logits, scored once.
+
+Nothing in a pool depends on RIF state (DESIGN.md section 5), so every RIF arm, seed,
+sweep, notebook and dashboard replay reads these files instead of calling a model.
+
+Layout: `<cache>/pools/<dataset>/<key>/manifest.json` + `part-NNNNN.parquet`, where key
+hashes the dataset fingerprint, the pipeline config and the reranker name. Parts are
+written to a temporary file and renamed, so a crash never leaves a half-written part;
+a rerun skips every query already stored (resumable). A part that cannot be read is
+moved aside as `*.corrupt` and its queries are recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .datasets.model import Dataset, Query
+from .paths import cache_dir
+from .retrieval.pipeline import HybridRetriever, PipelineConfig
+from .retrieval.rerank import Reranker
+
+SCHEMA = pa.schema(
+    [
+        ("query_id", pa.string()),
+        ("doc_idx", pa.int32()),
+        ("doc_id", pa.string()),
+        ("rrf_rank", pa.int16()),
+        ("rrf", pa.float64()),
+        ("bm25_rank", pa.int16()),
+        ("bm25_score", pa.float32()),
+        ("dense_rank", pa.int16()),
+        ("dense_score", pa.float32()),
+        ("logit", pa.float32()),
+    ]
+)
+
+
+def pool_key(dataset: Dataset, config: PipelineConfig, reranker_name: str) -> str:
+    payload = json.dumps({"dataset": dataset.fingerprint, "pipeline": config.key(), "reranker": reranker_name}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Pools:
+    """Loaded pools: one row per (query, union member), plus a packed view for fast replay."""
+
+    frame: pd.DataFrame
+    manifest: dict
+    directory: Path
+
+    @property
+    def reranker(self) -> str:
+        return self.manifest["reranker"]
+
+    def query_ids(self) -> list[str]:
+        return list(dict.fromkeys(self.frame["query_id"]))
+
+    def packed(self, query_ids: Sequence[str]) -> "PackedPools":
+        return PackedPools.from_frame(self.frame, query_ids)
+
+
+@dataclass
+class PackedPools:
+    """Concatenated per-query arrays in RRF order; query i owns rows offsets[i]:offsets[i+1]."""
+
+    query_ids: list[str]
+    offsets: np.ndarray
+    doc_idx: np.ndarray
+    rrf: np.ndarray
+    logit: np.ndarray
+    bm25_rank: np.ndarray
+    dense_rank: np.ndarray
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, query_ids: Sequence[str]) -> "PackedPools":
+        missing = set(query_ids) - set(frame["query_id"].unique())
+        if missing:
+            raise KeyError(f"{len(missing)} queries have no pool (e.g. {sorted(missing)[:3]}); build the pools first")
+        order = pd.Categorical(frame["query_id"], categories=list(query_ids))
+        sub = frame.assign(_q=order).dropna(subset=["_q"]).sort_values(["_q", "rrf_rank"], kind="stable")
+        counts = sub.groupby("_q", observed=False).size().to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return cls(
+            list(query_ids), offsets, sub["doc_idx"].to_numpy(np.int32), sub["rrf"].to_numpy(np.float64),
+            sub["logit"].to_numpy(np.float32), sub["bm25_rank"].to_numpy(np.int16), sub["dense_rank"].to_numpy(np.int16),
+        )
+
+    def rows(self, i: int) -> slice:
+        return slice(self.offsets[i], self.offsets[i + 1])
+
+
+class PoolBuilder:
+    """Builds (or resumes) the pool cache of one dataset x pipeline x reranker."""
+
+    def __init__(self, dataset: Dataset, reranker: Reranker, config: PipelineConfig = PipelineConfig(),
+                 root: Path | None = None, retriever: HybridRetriever | None = None, progress: bool = True):
+        self.dataset = dataset
+        self.reranker = reranker
+        self.config = config
+        self.progress = progress
+        self.root = Path(root or cache_dir())
+        self.key = pool_key(dataset, config, reranker.name)
+        self.directory = self.root / "pools" / dataset.name / self.key
+        self._retriever = retriever
+
+    @property
+    def retriever(self) -> HybridRetriever:
+        if self._retriever is None:
+            self._retriever = HybridRetriever(self.dataset.require_corpus(), self.config, cache_root=self.root, progress=self.progress)
+        return self._retriever
+
+    def manifest(self) -> dict:
+        return {
+            "dataset": self.dataset.name,
+            "dataset_fingerprint": self.dataset.fingerprint,
+            "source": str(self.dataset.source),
+            "pipeline": asdict(self.config),
+            "pipeline_key": self.config.key(),
+            "reranker": self.reranker.name,
+            "key": self.key,
+        }
+
+    def _parts(self) -> list[Path]:
+        return sorted(self.directory.glob("part-*.parquet"))
+
+    def _read_parts(self) -> pd.DataFrame:
+        frames = []
+        for part in self._parts():
+            try:
+                frames.append(pq.read_table(part, schema=SCHEMA).to_pandas())
+            except Exception as exc:  # truncated or foreign file: keep it for inspection, recompute its queries
+                bad = part.with_suffix(".corrupt")
+                os.replace(part, bad)
+                warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed")
+        if not frames:
+            return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
+        return pd.concat(frames, ignore_index=True)
+
+    def _write_part(self, rows: list[pd.DataFrame]) -> None:
+        table = pa.Table.from_pandas(pd.concat(rows, ignore_index=True), schema=SCHEMA, preserve_index=False)
+        n = len(self._parts())
+        tmp = self.directory / f".tmp-{uuid.uuid4().hex}.parquet"
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.directory / f"part-{n:05d}-{uuid.uuid4().hex[:8]}.parquet")
+
+    def build(self, queries: Sequence[Query] | None = None, batch: int = 32, flush_seconds: float = 20.0,
+              on_flush: Callable[[int], None] | None = None) -> Pools:
+        """Score every query's union that is not stored yet; returns all stored pools of this key."""
+        queries = list(self.dataset.queries if queries is None else queries)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        manifest_path = self.directory / "manifest.json"
+        if not manifest_path.exists():
+            tmp = manifest_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.manifest(), indent=2))
+            os.replace(tmp, manifest_path)
+        done = set(self._read_parts()["query_id"].unique())
+        todo = [q for q in queries if q.id not in done]
+        if todo:
+            from tqdm.auto import tqdm
+
+            corpus = self.dataset.require_corpus()
+            bar = tqdm(total=len(queries), initial=len(queries) - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
+                       unit="q", disable=not self.progress)
+            pending: list[pd.DataFrame] = []
+            last, flushed = time.monotonic(), 0
+            for start in range(0, len(todo), batch):
+                chunk = todo[start : start + batch]
+                for query, cand in zip(chunk, self.retriever.candidates(chunk)):
+                    logits = self.reranker.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                    pending.append(pd.DataFrame({
+                        "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
+                        "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
+                        "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
+                        "dense_score": cand.dense_score, "logit": logits,
+                    }))
+                    bar.update(1)
+                if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:
+                    self._write_part(pending)
+                    flushed += len(pending)
+                    pending, last = [], time.monotonic()
+                    if on_flush:
+                        on_flush(flushed)
+            bar.close()
+        return self.load(queries)
+
+    def load(self, queries: Sequence[Query] | None = None) -> Pools:
+        frame = self._read_parts()
+        if queries is not None:
+            wanted = {q.id for q in queries}
+            frame = frame[frame["query_id"].isin(wanted)].reset_index(drop=True)
+        return Pools(frame, json.loads((self.directory / "manifest.json").read_text()), self.directory)
+
+
+def build_pools(dataset: Dataset, reranker: Reranker, config: PipelineConfig = PipelineConfig(),
+                root: Path | None = None, progress: bool = True) -> Pools:
+    """Build (or resume) and load the pools of all the dataset's queries."""
+    return PoolBuilder(dataset, reranker, config, root=root, progress=progress).build()

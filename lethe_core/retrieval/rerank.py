@@ -1,0 +1,107 @@
+"""Second-stage rerankers behind one interface: `score(query, texts) -> raw logits`.
+
+Backends are chosen by a name string everywhere (`--reranker`):
+- `hub:<name>`   sentence-transformers CrossEncoder from the Hugging Face hub or its local cache
+                 (default name cross-encoder/ms-marco-MiniLM-L-6-v2);
+- `local:<path>` any CrossEncoder folder on disk;
+- `test:lexical` a tiny deterministic lexical scorer for fast tests (not a model).
+Every pool and result file records the reranker's name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from ..text import tokenize
+
+DEFAULT_HUB_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+
+
+class Reranker(Protocol):
+    name: str
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """Raw logits (no sigmoid), one per text; higher is more relevant."""
+
+
+class RerankerUnavailable(RuntimeError):
+    pass
+
+
+class CrossEncoderReranker:
+    def __init__(self, location: str, name: str, local_files_only: bool = False, batch_size: int = 32, max_length: int = 256):
+        from sentence_transformers import CrossEncoder
+
+        try:
+            self.model = CrossEncoder(location, device="cpu", local_files_only=local_files_only, max_length=max_length)
+        except Exception as exc:  # network, missing files, bad config: report all the same way
+            raise RerankerUnavailable(
+                f"cannot load cross-encoder {location!r}: {type(exc).__name__}: {str(exc)[:300]}\n"
+                "Offline, the MS MARCO weights cannot be downloaded. Use --reranker local:<folder> for a "
+                "CrossEncoder saved on disk, or a reranker trained here (see `lethe-lab reranker --help`), "
+                "or test:lexical for a quick smoke run."
+            ) from exc
+        self.name = name
+        self.batch_size = batch_size
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        if not texts:
+            return np.zeros(0, dtype=np.float32)
+        logits = self.model.predict(
+            [(query, t) for t in texts], batch_size=self.batch_size, activation_fn=torch.nn.Identity(), show_progress_bar=False
+        )
+        return np.asarray(logits, dtype=np.float32).reshape(len(texts))
+
+
+class LexicalReranker:
+    """Deterministic test reranker: logit = 8 * (share of distinct query tokens in the text) - 4.
+
+    Fast and reproducible, so tests can exercise the whole pipeline; it is not a cross-encoder
+    and its results must never be reported as one.
+    """
+
+    name = "test:lexical"
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        q = set(tokenize(query))
+        if not q:
+            return np.full(len(texts), -4.0, dtype=np.float32)
+        return np.array([8.0 * len(q & set(tokenize(t))) / len(q) - 4.0 for t in texts], dtype=np.float32)
+
+
+def load_reranker(spec: str) -> Reranker:
+    kind, _, arg = spec.partition(":")
+    if spec == "test:lexical":
+        return LexicalReranker()
+    if kind == "hub":
+        name = arg or DEFAULT_HUB_MODEL
+        return CrossEncoderReranker(name, f"hub:{name}")
+    if kind == "local":
+        path = Path(arg).expanduser()
+        if not path.is_dir():
+            raise RerankerUnavailable(f"local reranker folder not found: {path}")
+        return CrossEncoderReranker(str(path), f"local:{path.resolve()}", local_files_only=True)
+    raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path> or test:lexical")
+
+
+def resolve_reranker(spec: str) -> Reranker:
+    """`auto` = the paper's MS MARCO cross-encoder if it is already on disk (HF cache), else the
+    lexical test reranker with a warning; any other spec is loaded as named."""
+    if spec != "auto":
+        return load_reranker(spec)
+    try:
+        return CrossEncoderReranker(DEFAULT_HUB_MODEL, f"hub:{DEFAULT_HUB_MODEL}", local_files_only=True)
+    except RerankerUnavailable:
+        import sys
+
+        print(
+            f"warning: {DEFAULT_HUB_MODEL} is not in the local Hugging Face cache and no trained reranker was "
+            "named; falling back to test:lexical (a lexical stand-in, NOT a cross-encoder). Every result names it.",
+            file=sys.stderr,
+        )
+        return LexicalReranker()

@@ -1,0 +1,12 @@
+"""Tokenizer shared by BM25 and the lexical test reranker (DESIGN.md section 2)."""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased ASCII word tokens: the reference's regex tokenizer."""
+    return _TOKEN.findall(text.lower())
