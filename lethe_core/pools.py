@@ -172,13 +172,15 @@ class PoolBuilder:
             from tqdm.auto import tqdm
 
             corpus = self.dataset.require_corpus()
+            retriever = self.retriever  # indexes (and any embedding) before the pool progress bar starts
+            retriever.embed_queries(todo)  # one cache write for all queries, not one per batch
             bar = tqdm(total=len(queries), initial=len(queries) - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
                        unit="q", disable=not self.progress)
             pending: list[pd.DataFrame] = []
             last, flushed = time.monotonic(), 0
             for start in range(0, len(todo), batch):
                 chunk = todo[start : start + batch]
-                for query, cand in zip(chunk, self.retriever.candidates(chunk)):
+                for query, cand in zip(chunk, retriever.candidates(chunk)):
                     logits = self.reranker.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
                     pending.append(pd.DataFrame({
                         "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],

@@ -86,6 +86,28 @@ def load_encoder(name: str = DEFAULT_ENCODER) -> Encoder:
     return SentenceTransformerEncoder(name)
 
 
+class LazyEncoder:
+    """Defers loading torch and the model until a text is missing from the cache."""
+
+    def __init__(self, spec: str = DEFAULT_ENCODER):
+        self.spec = spec
+        self.name = "all-MiniLM-L6-v2" if spec == "minilm" else HashingEncoder().name if spec == "test:hash" else spec
+        self._model: Encoder | None = None
+
+    @property
+    def model(self) -> Encoder:
+        if self._model is None:
+            self._model = load_encoder(self.spec)
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        return self.model.dim
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self.model.encode(texts, progress)
+
+
 class EmbeddingCache:
     """Embeddings on disk keyed by (model, sha1(text)): append-only shards, written atomically.
 
@@ -123,13 +145,16 @@ class EmbeddingCache:
             bar = tqdm(total=len(missing), desc=f"embedding ({encoder.name})", unit="text", disable=not progress)
             for start in range(0, len(missing), self.shard_size):
                 chunk = missing[start : start + self.shard_size]
-                vecs = encoder.encode([by_key[k] for k in chunk])
+                parts = []
+                for sub in range(0, len(chunk), 256):  # small steps keep the progress bar alive
+                    parts.append(encoder.encode([by_key[k] for k in chunk[sub : sub + 256]]))
+                    bar.update(len(parts[-1]))
+                vecs = np.concatenate(parts)
                 tmp = self.dir / f".tmp-{uuid.uuid4().hex}.npz"
                 np.savez(tmp, keys=np.array(chunk, dtype="S40"), vecs=vecs)
                 final = self.dir / f"shard-{uuid.uuid4().hex}.npz"
                 os.replace(tmp, final)
                 self._add_shard({"keys": np.array(chunk, dtype="S40"), "vecs": vecs})
-                bar.update(len(chunk))
             bar.close()
         out = np.empty((len(texts), self._shards[0].shape[1] if self._shards else 0), dtype=np.float32)
         for i, k in enumerate(keys):

@@ -14,7 +14,7 @@ from ..datasets.model import Corpus, Query
 from ..paths import cache_dir
 from ..text import tokenize
 from .bm25 import BM25Index, BM25Params
-from .dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, load_encoder
+from .dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, LazyEncoder
 from .fusion import RRF_K, rrf
 
 
@@ -50,7 +50,7 @@ class HybridRetriever:
         self.corpus = corpus
         self.config = config
         self.progress = progress
-        self.encoder = encoder or load_encoder(config.encoder)
+        self.encoder = encoder or LazyEncoder(config.encoder)
         self.embeddings = EmbeddingCache(cache_root or cache_dir(), self.encoder.name)
         self.bm25 = BM25Index([tokenize(t) for t in corpus.texts], config.bm25)
         self.doc_vectors = self.embeddings.embed(self.encoder, corpus.texts, progress=progress)

@@ -1,0 +1,47 @@
+"""Shared fixtures. Tests never download anything: encoders are the bundled MiniLM or a hashing stand-in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from lethe_core.paths import shared_data_dir
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+LOCOMO = shared_data_dir() / "locomo" / "locomo10.json"
+NFCORPUS = shared_data_dir() / "nfcorpus"
+REFERENCE = shared_data_dir() / "lethe_per_query" / "longmemeval_rif_gap_per_query.json"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """Every test writes caches and results under a temporary LETHE_HOME, never into data/."""
+    home = tmp_path_factory.mktemp("lethe_home")
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def locomo():
+    from lethe_core.datasets import load_locomo
+
+    if not LOCOMO.exists():
+        pytest.fail(f"shared data missing: {LOCOMO} (CI lays ../shared beside the clone)")
+    return load_locomo(LOCOMO)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    from lethe_core.retrieval.dense import SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder("minilm")
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -1,0 +1,60 @@
+"""The CLI end to end on small real data (bundled MiniLM, lexical test reranker)."""
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from lethe_core.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    result = runner.invoke(app, list(args))
+    return result
+
+
+def test_describe_locomo_json():
+    res = invoke("data", "describe", "locomo", "--json")
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.stdout)
+    for key in ("dataset", "turns", "sessions", "conversations", "queries", "queries_by_type", "qrels", "unresolved_evidence"):
+        assert key in info
+    assert (info["turns"], info["sessions"], info["conversations"]) == (5882, 272, 10)
+    assert info["queries"] >= 1530 and len(info["unresolved_evidence"]) == 3
+
+
+def test_bad_path_is_one_clear_line(tmp_path):
+    res = invoke("data", "describe", "locomo", "--path", str(tmp_path / "missing.json"))
+    assert res.exit_code == 2
+    assert "missing.json: file not found" in res.output and "Traceback" not in res.output
+
+
+def test_unknown_dataset_and_reranker():
+    assert "unknown dataset" in invoke("data", "describe", "nosuch").output
+    res = invoke("systems", "synthetic:300", "--reranker", "magic:x")
+    assert res.exit_code == 2 and "unknown reranker" in res.output
+
+
+def test_systems_json_is_deterministic_and_complete():
+    args = ("systems", "locomo", "--conversations", "1", "--limit-queries", "40", "--reranker", "test:lexical", "--json")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    a = json.loads(first.stdout.strip().splitlines()[-1])
+    assert a["dataset"] == "locomo" and a["reranker"] == "test:lexical" and a["n_queries"] == 40
+    names = [s["name"] for s in a["systems"]]
+    assert names == ["vector", "bm25", "rrf", "vector_rerank", "full", "control"]
+    for s in a["systems"]:
+        assert 0 <= s["ndcg@10"] <= 1 and 0 <= s["recall@10"] <= 1 and 0 <= s["pool_recall@30"] <= 1
+    by = {s["name"]: s for s in a["systems"]}
+    # The control arm reranks the whole union, so its pool recall can only be higher.
+    assert by["control"]["pool_recall@30"] >= by["full"]["pool_recall@30"] == by["rrf"]["pool_recall@30"]
+    b = json.loads(invoke(*args).stdout.strip().splitlines()[-1])  # second run reads the cached pools
+    assert a["systems"] == b["systems"]
+
+
+def test_module_entry_point():
+    out = subprocess.run([sys.executable, "-m", "lethe_core", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "systems" in out.stdout

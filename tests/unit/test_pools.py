@@ -1,0 +1,98 @@
+"""Candidate-pool cache: contents, resumability after a kill, atomic parts, corrupt-part recovery."""
+
+import numpy as np
+import pytest
+
+from lethe_core.datasets import generate_synthetic
+from lethe_core.pools import PoolBuilder
+from lethe_core.retrieval.pipeline import PipelineConfig
+from lethe_core.retrieval.rerank import LexicalReranker
+
+CONFIG = PipelineConfig(encoder="test:hash")
+
+
+class CountingReranker(LexicalReranker):
+    def __init__(self):
+        self.queries = []
+
+    def score(self, query, texts):
+        self.queries.append(query)
+        return super().score(query, texts)
+
+
+class Killed(RuntimeError):
+    pass
+
+
+@pytest.fixture(scope="module")
+def dataset():
+    return generate_synthetic(1500, seed=5)
+
+
+def test_pool_contents(dataset, tmp_path):
+    pools = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path, progress=False).build()
+    f = pools.frame
+    assert set(f["query_id"]) == {q.id for q in dataset.queries}
+    assert pools.manifest["reranker"] == "test:lexical" and pools.manifest["pipeline"]["k_leg"] == 30
+    for qid, g in f.groupby("query_id"):
+        assert 30 <= len(g) <= 60  # the union of two top-30 legs
+        assert list(g["rrf_rank"]) == list(range(len(g)))
+        assert np.all(np.diff(g["rrf"].to_numpy()) <= 0)
+        in_leg = (g["bm25_rank"] >= 0) | (g["dense_rank"] >= 0)
+        assert in_leg.all()
+        expected = (1 / (60 + g["bm25_rank"].where(g["bm25_rank"] >= 0)).astype(float)).fillna(0) + (
+            1 / (60 + g["dense_rank"].where(g["dense_rank"] >= 0)).astype(float)).fillna(0)
+        assert np.allclose(g["rrf"], expected)
+    packed = pools.packed([q.id for q in dataset.queries])
+    assert packed.offsets[-1] == len(f) and packed.query_ids[0] == dataset.queries[0].id
+
+
+def test_resume_after_a_kill_recomputes_nothing_finished(dataset, tmp_path):
+    first = CountingReranker()
+    builder = PoolBuilder(dataset, first, CONFIG, root=tmp_path, progress=False)
+
+    def kill(flushed):
+        raise Killed(flushed)
+
+    with pytest.raises(Killed) as killed:
+        builder.build(batch=8, flush_seconds=0, on_flush=kill)  # dies right after its first part
+    stored = killed.value.args[0]
+    assert stored == 8 and len(list(builder.directory.glob("part-*.parquet"))) == 1
+    assert not list(builder.directory.glob(".tmp-*"))  # the part was renamed into place whole
+
+    second = CountingReranker()
+    pools = PoolBuilder(dataset, second, CONFIG, root=tmp_path, progress=False).build()
+    done_first = set(first.queries)
+    assert len(second.queries) == len(dataset.queries) - stored
+    assert not done_first.intersection(second.queries)
+    assert set(pools.frame["query_id"]) == {q.id for q in dataset.queries}
+
+    third = CountingReranker()
+    PoolBuilder(dataset, third, CONFIG, root=tmp_path, progress=False).build()
+    assert third.queries == []  # fully cached
+
+
+def test_identical_rebuild_is_deterministic(dataset, tmp_path):
+    a = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path / "a", progress=False).build().frame
+    b = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path / "b", progress=False).build().frame
+    key = ["query_id", "rrf_rank"]
+    assert a.sort_values(key).reset_index(drop=True).equals(b.sort_values(key).reset_index(drop=True))
+
+
+def test_corrupt_part_is_quarantined_and_recomputed(dataset, tmp_path):
+    builder = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path, progress=False)
+    builder.build(batch=16, flush_seconds=0)
+    parts = sorted(builder.directory.glob("part-*.parquet"))
+    parts[0].write_bytes(parts[0].read_bytes()[:100])  # simulate damage from outside
+    again = CountingReranker()
+    with pytest.warns(UserWarning, match="unreadable"):
+        pools = PoolBuilder(dataset, again, CONFIG, root=tmp_path, progress=False).build()
+    assert len(again.queries) == 16
+    assert len(list(builder.directory.glob("*.corrupt"))) == 1
+    assert set(pools.frame["query_id"]) == {q.id for q in dataset.queries}
+
+
+def test_key_changes_with_reranker_and_config(dataset, tmp_path):
+    a = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path)
+    b = PoolBuilder(dataset, LexicalReranker(), PipelineConfig(encoder="test:hash", k_leg=80), root=tmp_path)
+    assert a.key != b.key
