@@ -13,10 +13,15 @@ data_app = typer.Typer(no_args_is_help=True, help="Inspect datasets.")
 pools_app = typer.Typer(no_args_is_help=True, help="Build the candidate-pool cache.")
 app.add_typer(data_app, name="data")
 app.add_typer(pools_app, name="pools")
+rif_app = typer.Typer(no_args_is_help=True, help="Clustered retrieval-induced forgetting: replay the paper's experiments from cached pools.")
+app.add_typer(rif_app, name="rif")
+reranker_app = typer.Typer(no_args_is_help=True, help="Train and inspect offline rerankers.")
+app.add_typer(reranker_app, name="reranker")
 
 DATASET_HELP = "locomo | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
-RerankerOpt = typer.Option("auto", "--reranker", help="auto | hub:<name> | local:<folder> | test:lexical")
+RerankerOpt = typer.Option("auto", "--reranker", help="auto | hub:<name> | local:<folder> | trained:<name>[:raw] | test:lexical")
+StageOpt = typer.Option("fused", "--second-stage", help="fused (validated fusion weight, when the reranker has one) | ce (reranker order only)")
 LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries")
 ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (quick runs)")
 KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30, or 80)")
@@ -92,23 +97,144 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
 @_guard
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-            reranker: str = RerankerOpt, k_leg: int = KLegOpt,
+            reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt,
             as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from .experiments.systems import SystemsExperiment
     from .retrieval.pipeline import PipelineConfig
 
-    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg)).run()
+    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg),
+                                second_stage=second_stage).run()
     if as_json:
         typer.echo(json.dumps(summary))
         return
-    typer.echo(f"\n{summary['dataset']}: {summary['n_queries']:,} queries, reranker {summary['reranker']}")
+    typer.echo(f"\n{summary['dataset']}: {summary['n_queries']:,} queries, reranker {summary['reranker']}, "
+               f"second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'}")
     typer.echo(f"{'system':<15}{'NDCG@10':>9}{'95% CI':>18}{'R@10':>8}{'poolR@30':>10}{'p vs rrf':>10}")
     for s in summary["systems"]:
         lo, hi = s["ndcg@10_ci"]
         p = f"{s['p_vs_rrf']:.4f}" if "p_vs_rrf" in s else "-"
         typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{s['pool_recall@30']:>10.4f}{p:>10}")
     typer.echo(f"per-query results: {summary['results_dir']}")
+
+
+@reranker_app.command("train")
+@_guard
+def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with conversations (locomo)"), path: Optional[str] = PathOpt,
+                   folds: int = typer.Option(2, "--folds", help="K folds by conversation"),
+                   name: str = typer.Option("minilm-folds", "--name", help="saved as data/models/NAME, used as trained:NAME"),
+                   epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-5, "--lr"),
+                   negatives: int = typer.Option(7, "--negatives", help="hard negatives per positive"),
+                   observations: bool = typer.Option(True, "--observations/--no-observations", help="LoCoMo observations as extra pseudo-queries"),
+                   max_groups: Optional[int] = typer.Option(None, "--max-groups", help="cap training groups per fold (smoke runs)"),
+                   seed: int = typer.Option(13, "--seed")) -> None:
+    """Train one cross-encoder per fold of conversations, fully offline, from the bundled MiniLM."""
+    from .training import TrainConfig, train_folds
+
+    cfg = TrainConfig(dataset=dataset, path=path, name=name, folds=folds, epochs=epochs, lr=lr, negatives=negatives,
+                      observations=observations, max_groups=max_groups, seed=seed)
+    manifest = train_folds(cfg)
+    for f in manifest["folds"]:
+        typer.echo(f"fold {f['fold']}: {f['train_groups']} groups, {f['train_seconds']} s ({f['train_pairs_per_s']} pairs/s), "
+                   f"fusion weight {f['fuse_w']}, calibration a={f['calibration'][0]:.3f} b={f['calibration'][1]:.3f}")
+    typer.echo(f"use it as --reranker trained:{name}")
+
+
+def _fmt_p(p) -> str:
+    return "-" if p is None else f"{p:.4f}"
+
+
+def _print_rif(summary: dict) -> None:
+    typer.echo(f"\n{summary['dataset']} / protocol {summary['protocol']}: {summary['n_queries']:,} queries, seeds {summary['seeds']}, "
+               f"reranker {summary['reranker']} (second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'})")
+    typer.echo(f"{'arm':<22}{'NDCG@10':>8}{'95% CI':>18}{'seed sd':>8}{'delta':>9}{'95% CI':>20}{'p':>8}{'p_holm':>8}"
+               f"{'R@30':>8}{'dR@30':>8}{'suppressed':>11}")
+    for a in summary["arms"]:
+        n, d, r = a["ndcg@10"], a["delta_ndcg"], a["recall@30"]
+        supp = sum(v["entries"] for v in a["suppressed_entries"].values()) if a["suppressed_entries"] else 0
+        typer.echo(f"{a['name']:<22}{n['mean']:>8.4f}  [{n['ci'][0]:.4f}, {n['ci'][1]:.4f}]{n['seed_sd']:>8.4f}"
+                   f"{d['mean']:>+9.4f}  [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{_fmt_p(a['p']):>8}{_fmt_p(a['p_holm']):>8}"
+                   f"{r['mean']:>8.4f}{a['delta_recall']['mean']:>+8.4f}{supp:>11,}")
+    typer.echo(f"results: {summary['results_dir']}")
+
+
+@rif_app.command("run")
+@_guard
+def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
+            protocol: str = typer.Option("paper", "--protocol", help="paper | heldout | prequential"),
+            arms: Optional[str] = typer.Option(None, "--arms", help="comma-separated arm names (default: all)"),
+            seeds: int = typer.Option(5, "--seeds", help="number of seeds, starting at the paper's 42"),
+            burn_in: Optional[int] = typer.Option(None, "--burn-in", help="burn-in steps (default 5,000; 3,000 for nfcorpus)"),
+            alpha: float = typer.Option(0.3, "--alpha"), eta: float = typer.Option(0.1, "--eta"),
+            eager_decay: bool = typer.Option(False, "--eager-decay", help="decay at read time instead of lazily on update"),
+            limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
+            reranker: str = RerankerOpt, second_stage: str = StageOpt,
+            as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+    """Replay RIF arms under a protocol from cached pools; prints the table and writes data/results/<run>/."""
+    from .experiments.rif import RIFExperiment
+
+    exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
+                        arms=arms.split(",") if arms else None, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
+                        eager_decay=eager_decay, second_stage=second_stage, limit_queries=limit_queries, conversations=conversations)
+    summary = exp.run()
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        _print_rif(summary)
+
+
+@rif_app.command("sweep")
+@_guard
+def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
+              protocol: str = typer.Option("paper", "--protocol"),
+              param: str = typer.Option("k", "--param", help="k | alpha | eta"),
+              values: str = typer.Option("1,10,30,50,100", "--values", help="comma-separated values"),
+              rule: str = typer.Option("gap", "--rule", help="uniform | gap"),
+              seeds: int = typer.Option(1, "--seeds"), limit_queries: Optional[int] = LimitOpt,
+              conversations: Optional[int] = ConvOpt, reranker: str = RerankerOpt,
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """NDCG@10 delta vs baseline as one parameter varies (K, alpha or eta)."""
+    from .experiments.rif import RIFExperiment
+
+    rows = []
+    for raw in values.split(","):
+        v = float(raw)
+        k = int(v) if param == "k" else 30
+        arm = f"global-{rule}" if k == 1 else f"clustered{k}-{rule}"
+        kw = {"alpha": v} if param == "alpha" else {"eta": v} if param == "eta" else {}
+        s = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol, arms=[arm], ks=(k,) if k > 1 else (),
+                          seeds=seeds, limit_queries=limit_queries, conversations=conversations, progress=False, **kw).run()
+        a = s["arms"][-1]
+        rows.append({param: v, "arm": arm, "ndcg@10": a["ndcg@10"]["mean"], "delta_ndcg": a["delta_ndcg"]["mean"],
+                     "delta_ci": a["delta_ndcg"]["ci"], "p": a["p"], "results_dir": s["results_dir"]})
+    if as_json:
+        typer.echo(json.dumps({"dataset": dataset, "protocol": protocol, "param": param, "rule": rule, "rows": rows}))
+        return
+    typer.echo(f"{param:>8}{'arm':>22}{'NDCG@10':>9}{'delta':>9}{'95% CI':>20}{'p':>8}")
+    for r in rows:
+        typer.echo(f"{r[param]:>8g}{r['arm']:>22}{r['ndcg@10']:>9.4f}{r['delta_ndcg']:>+9.4f}  [{r['delta_ci'][0]:+.4f}, {r['delta_ci'][1]:+.4f}]{_fmt_p(r['p']):>8}")
+
+
+@app.command("stats")
+@_guard
+def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{name, ndcg: [...], recall: [...]}]}"),
+              baseline: str = typer.Option("baseline", "--baseline"), seed: int = typer.Option(0, "--seed"),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """Bootstrap CIs, paired permutation tests and Holm / Bonferroni on per-query arrays."""
+    from .stats import compare_configs, load_per_query_file
+
+    table = compare_configs(load_per_query_file(file), baseline, seed=seed)
+    if as_json:
+        typer.echo(json.dumps(table))
+        return
+    typer.echo(f"{table['n_queries']} queries, baseline {baseline}")
+    for metric in ("ndcg", "recall"):
+        typer.echo(f"\n{'config':<24}{metric:>8}{'95% CI':>20}{'delta':>9}{'95% CI':>20}{'p':>8}{'p_holm':>8}{'p_bonf':>8}")
+        for c in table["configs"]:
+            m, d = c[metric], c[f"delta_{metric}"]
+            dd = "" if d is None else f"{d['mean']:>+9.4f}  [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"
+            typer.echo(f"{c['name']:<24}{m['mean']:>8.4f}  [{m['ci'][0]:.4f}, {m['ci'][1]:.4f}]{dd:>29}"
+                       f"{_fmt_p(c[f'p_{metric}']):>8}{_fmt_p(c[f'p_{metric}_holm']):>8}{_fmt_p(c[f'p_{metric}_bonferroni']):>8}")
 
 
 def main() -> None:

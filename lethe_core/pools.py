@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from .datasets.model import Dataset, Query
 from .paths import cache_dir
 from .retrieval.pipeline import HybridRetriever, PipelineConfig
-from .retrieval.rerank import Reranker
+from .retrieval.rerank import Reranker, route
 
 SCHEMA = pa.schema(
     [
@@ -43,13 +43,16 @@ SCHEMA = pa.schema(
         ("bm25_score", pa.float32()),
         ("dense_rank", pa.int16()),
         ("dense_score", pa.float32()),
-        ("logit", pa.float32()),
+        ("logit", pa.float32()),  # raw reranker logit
+        ("calibrated", pa.float32()),  # affine-calibrated logit (= logit when the reranker has no calibration)
+        ("fuse_w", pa.float32()),  # the routed reranker's fusion weight for this query (NaN: pure reranker order)
     ]
 )
+POOL_FORMAT = 2  # bump when the schema changes, so old caches are not read as new ones
 
 
 def pool_key(dataset: Dataset, config: PipelineConfig, reranker_name: str) -> str:
-    payload = json.dumps({"dataset": dataset.fingerprint, "pipeline": config.key(), "reranker": reranker_name}, sort_keys=True)
+    payload = json.dumps({"format": POOL_FORMAT, "dataset": dataset.fingerprint, "pipeline": config.key(), "reranker": reranker_name}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -81,6 +84,8 @@ class PackedPools:
     doc_idx: np.ndarray
     rrf: np.ndarray
     logit: np.ndarray
+    calibrated: np.ndarray
+    fuse_w: np.ndarray  # one per query
     bm25_rank: np.ndarray
     dense_rank: np.ndarray
 
@@ -95,7 +100,9 @@ class PackedPools:
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(
             list(query_ids), offsets, sub["doc_idx"].to_numpy(np.int32), sub["rrf"].to_numpy(np.float64),
-            sub["logit"].to_numpy(np.float32), sub["bm25_rank"].to_numpy(np.int16), sub["dense_rank"].to_numpy(np.int16),
+            sub["logit"].to_numpy(np.float32), sub["calibrated"].to_numpy(np.float32),
+            sub["fuse_w"].to_numpy(np.float32)[offsets[:-1]] if len(sub) else np.zeros(0, np.float32),
+            sub["bm25_rank"].to_numpy(np.int16), sub["dense_rank"].to_numpy(np.int16),
         )
 
     def rows(self, i: int) -> slice:
@@ -181,12 +188,15 @@ class PoolBuilder:
             for start in range(0, len(todo), batch):
                 chunk = todo[start : start + batch]
                 for query, cand in zip(chunk, retriever.candidates(chunk)):
-                    logits = self.reranker.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                    scorer = route(self.reranker, query)
+                    logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                    a, b = getattr(scorer, "calibration", (1.0, 0.0))
                     pending.append(pd.DataFrame({
                         "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
                         "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
                         "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
-                        "dense_score": cand.dense_score, "logit": logits,
+                        "dense_score": cand.dense_score, "logit": logits, "calibrated": a * logits + b,
+                        "fuse_w": np.float32(getattr(scorer, "fuse_w", np.nan)),
                     }))
                     bar.update(1)
                 if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:

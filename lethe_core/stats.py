@@ -73,3 +73,60 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
     if p.size == 0:
         return p
     return multipletests(p, method=method)[1]
+
+
+def load_per_query_file(path) -> dict[str, dict[str, np.ndarray]]:
+    """{config name: {metric: per-query array}} from the reference's per-query JSON layout."""
+    from pathlib import Path
+
+    from .datasets.errors import DatasetError, read_json
+
+    data = read_json(Path(path))
+    configs = data.get("configs") if isinstance(data, dict) else None
+    if not isinstance(configs, list) or not configs:
+        raise DatasetError(path, "expected an object with a non-empty 'configs' list", field="configs")
+    out: dict[str, dict[str, np.ndarray]] = {}
+    n = None
+    for i, c in enumerate(configs):
+        rec = f"configs[{i}]"
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            raise DatasetError(path, "missing or non-string", record=rec, field="name")
+        arrays = {}
+        for metric in ("ndcg", "recall"):
+            values = c.get(metric)
+            if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
+                raise DatasetError(path, "expected a list of numbers", record=f"{rec} ({c['name']})", field=metric)
+            if n is not None and len(values) != n:
+                raise DatasetError(path, f"has {len(values)} values, other configs {n}: arrays must be paired", record=f"{rec} ({c['name']})", field=metric)
+            n = len(values)
+            arrays[metric] = np.asarray(values, dtype=float)
+        out[c["name"]] = arrays
+    return out
+
+
+def compare_configs(configs: dict[str, dict[str, np.ndarray]], baseline: str, seed: int = 0) -> dict:
+    """The paper's table: per config, mean + CI, paired delta + CI, permutation p, Holm / Bonferroni."""
+    if baseline not in configs:
+        raise ValueError(f"baseline {baseline!r} not among the configs: {', '.join(configs)}")
+    base = configs[baseline]
+    rows = []
+    for name, arrays in configs.items():
+        row = {"name": name}
+        for metric in ("ndcg", "recall"):
+            row[metric] = bootstrap_ci(arrays[metric], seed=seed).as_dict()
+            if name == baseline:
+                row[f"delta_{metric}"], row[f"p_{metric}"] = None, None
+            else:
+                row[f"delta_{metric}"] = paired_delta_ci(arrays[metric], base[metric], seed=seed).as_dict()
+                row[f"p_{metric}"] = paired_permutation_test(arrays[metric], base[metric], seed=seed)
+        rows.append(row)
+    others = [r for r in rows if r["name"] != baseline]
+    for metric in ("ndcg", "recall"):
+        for method in ("holm", "bonferroni"):
+            adj = adjust([r[f"p_{metric}"] for r in others], method)
+            for r, v in zip(others, adj):
+                r[f"p_{metric}_{method}"] = float(v)
+        for r in rows:
+            r.setdefault(f"p_{metric}_holm", None)
+            r.setdefault(f"p_{metric}_bonferroni", None)
+    return {"baseline": baseline, "n_queries": int(len(base["ndcg"])), "configs": rows}

@@ -50,6 +50,7 @@ def load_locomo(path: str | Path) -> Dataset:
     answerable: list[Query] = []
     unanswerable: list[Query] = []
     issues: list[dict] = []
+    observations: list[Query] = []
     seen_samples: set[str] = set()
     for ci, sample in enumerate(data):
         rec = f"#{ci}"
@@ -133,11 +134,32 @@ def load_locomo(path: str | Path) -> Dataset:
             else:
                 issues.append({"kind": "dropped_query", "conversation": sample_id, "question": qi, "reason": "no resolvable evidence"})
 
+        observations.extend(_observations(sample, sample_id, dia_ids, path, rec))
+
     return Dataset(
         name="locomo",
         source=path,
         corpus=Corpus(turns),
         queries=answerable,
-        extra_queries={"unanswerable": unanswerable},
+        extra_queries={"unanswerable": unanswerable, "observations": observations},
         issues=issues,
     )
+
+
+def _observations(sample: dict, sample_id: str, dia_ids: set[str], path: Path, rec: str) -> list[Query]:
+    """LLM-written facts tied to the turns they came from: pseudo-queries for training a reranker only."""
+    block = require(sample, "observation", dict, path, rec, optional=True) or {}
+    out = []
+    for key, per_speaker in block.items():
+        if not isinstance(per_speaker, dict):
+            raise DatasetError(path, f"expected an object of speaker -> facts, got {type(per_speaker).__name__}", record=rec, field=f"observation.{key}")
+        for speaker, facts in per_speaker.items():
+            for fi, fact in enumerate(facts):
+                if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
+                    raise DatasetError(path, "expected [text, dia_id(s)]", record=rec, field=f"observation.{key}.{speaker}[{fi}]")
+                refs = fact[1] if isinstance(fact[1], list) else [fact[1]]
+                qrels = {f"{sample_id}:{d}": 1 for r in refs for d in normalise_evidence(str(r)) if d in dia_ids}
+                if qrels:
+                    out.append(Query(id=f"{sample_id}:{key}:{speaker}:{fi}", text=fact[0], qrels=qrels, qtype="observation",
+                                     conversation_id=sample_id, flags=frozenset({"pseudo"})))
+    return out

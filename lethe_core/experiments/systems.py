@@ -25,23 +25,28 @@ from ..paths import results_dir
 from ..pools import PackedPools, PoolBuilder
 from ..retrieval.pipeline import PipelineConfig
 from ..retrieval.rerank import resolve_reranker
+from ..second_stage import final_order
 from .. import stats
 
 SYSTEMS = ("vector", "bm25", "rrf", "vector_rerank", "full", "control")
 RERANKED = {"vector_rerank", "full", "control"}
 
 
-def system_orders(p: PackedPools, i: int, pool_size: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = "fused") -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """For query i: each system's (final order, reranker pool) as positions into its pool rows."""
     rows = p.rows(i)
     n = rows.stop - rows.start
-    logit = p.logit[rows]
+    logit, fuse_w = p.logit[rows], float(p.fuse_w[i])
     bm25, dense = p.bm25_rank[rows], p.dense_rank[rows]
-    by_leg = lambda r: np.flatnonzero(r >= 0)[np.argsort(r[r >= 0], kind="stable")]  # noqa: E731
-    rerank = lambda pos: pos[np.argsort(-logit[pos], kind="stable")]  # noqa: E731
+
+    def by_leg(r):
+        return np.flatnonzero(r >= 0)[np.argsort(r[r >= 0], kind="stable")]
+
+    def rerank(pool):  # `pool` is in first-stage order
+        return pool[final_order(logit[pool], fuse_w, mode)]
+
     dense_list, bm25_list, rrf_list = by_leg(dense), by_leg(bm25), np.arange(n)
-    top_p = rrf_list[:pool_size]
-    dense_p = dense_list[:pool_size]
+    top_p, dense_p = rrf_list[:pool_size], dense_list[:pool_size]
     return {
         "vector": (dense_list, dense_list[:30]),
         "bm25": (bm25_list, bm25_list[:30]),
@@ -52,16 +57,19 @@ def system_orders(p: PackedPools, i: int, pool_size: int) -> dict[str, tuple[np.
     }
 
 
-def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30) -> pd.DataFrame:
-    """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30 and top-1 behaviour."""
+def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode: str = "fused") -> pd.DataFrame:
+    """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30 and top-1 behaviour.
+
+    Behaviour and abstention read the calibrated logit of the top-1.
+    """
     corpus = dataset.require_corpus()
     queries = {q.id: q for q in dataset.queries}
     ids = np.asarray(corpus.ids, dtype=object)
     rows = []
     for i, qid in enumerate(p.query_ids):
         q = queries[qid]
-        doc_idx, logit = p.doc_idx[p.rows(i)], p.logit[p.rows(i)]
-        for name, (order, pool) in system_orders(p, i, pool_size).items():
+        doc_idx, conf = p.doc_idx[p.rows(i)], p.calibrated[p.rows(i)]
+        for name, (order, pool) in system_orders(p, i, pool_size, mode).items():
             ranked = ids[doc_idx[order]].tolist()
             row = {
                 "query_id": qid, "qtype": q.qtype, "system": name,
@@ -70,8 +78,8 @@ def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30) -> p
                 "lme_ndcg@10": longmemeval_ndcg(ranked, q.qrels, 10),
             }
             if name in RERANKED and len(order):
-                row["top1_logit"] = float(logit[order[0]])
-                row.update(top1_behaviour(int(doc_idx[order[0]]), float(logit[order[0]]), q, corpus))
+                row["top1_logit"] = float(conf[order[0]])
+                row.update(top1_behaviour(int(doc_idx[order[0]]), float(conf[order[0]]), q, corpus))
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -114,6 +122,7 @@ class SystemsExperiment:
     limit_queries: int | None = None
     conversations: int | None = None  # keep only the first N conversations (quick runs)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    second_stage: str = "fused"  # "ce" forces the pure reranker order even when a fusion weight exists
     seed: int = 0
     progress: bool = True
 
@@ -127,12 +136,15 @@ class SystemsExperiment:
         ds = self.load()
         builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
         pools = builder.build()
-        per_query = evaluate_systems(ds, pools.packed([q.id for q in ds.queries]), self.pipeline.pool_size)
-        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{builder.key}"
+        packed = pools.packed([q.id for q in ds.queries])
+        per_query = evaluate_systems(ds, packed, self.pipeline.pool_size, self.second_stage)
+        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{self.second_stage}-{builder.key}"
         out_dir = Path(results_root or results_dir()) / name
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = {
             "dataset": ds.name, "reranker": pools.reranker, "n_queries": len(ds.queries),
+            "second_stage": self.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
+            "calibrated": bool((packed.calibrated != packed.logit).any()),
             "systems": summarise(per_query, self.seed), "pool_key": builder.key, "results_dir": str(out_dir),
             "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
         }

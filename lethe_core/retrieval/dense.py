@@ -134,6 +134,9 @@ class EmbeddingCache:
         # Hex, not raw digest: numpy "S" arrays drop trailing NUL bytes.
         return hashlib.sha1(text.encode("utf-8")).hexdigest().encode()
 
+    def count_missing(self, texts: Sequence[str]) -> int:
+        return len({k for k in map(self.key, texts) if k not in self._keys})
+
     def embed(self, encoder: Encoder, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         keys = [self.key(t) for t in texts]
         missing = list(dict.fromkeys(k for k in keys if k not in self._keys))

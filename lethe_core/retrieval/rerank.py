@@ -4,6 +4,8 @@ Backends are chosen by a name string everywhere (`--reranker`):
 - `hub:<name>`   sentence-transformers CrossEncoder from the Hugging Face hub or its local cache
                  (default name cross-encoder/ms-marco-MiniLM-L-6-v2);
 - `local:<path>` any CrossEncoder folder on disk;
+- `trained:<name>` cross-encoders trained here per fold of conversations (`lethe-lab reranker train`);
+                 `trained:<name>:raw` is the same without logit calibration;
 - `test:lexical` a tiny deterministic lexical scorer for fast tests (not a model).
 Every pool and result file records the reranker's name.
 """
@@ -74,6 +76,12 @@ class LexicalReranker:
         return np.array([8.0 * len(q & set(tokenize(t))) / len(q) - 4.0 for t in texts], dtype=np.float32)
 
 
+def route(reranker: Reranker, query) -> Reranker:
+    """The scorer for one query: fold-aware rerankers pick the model that never saw its conversation."""
+    pick = getattr(reranker, "route", None)
+    return pick(query) if pick else reranker
+
+
 def load_reranker(spec: str) -> Reranker:
     kind, _, arg = spec.partition(":")
     if spec == "test:lexical":
@@ -86,7 +94,12 @@ def load_reranker(spec: str) -> Reranker:
         if not path.is_dir():
             raise RerankerUnavailable(f"local reranker folder not found: {path}")
         return CrossEncoderReranker(str(path), f"local:{path.resolve()}", local_files_only=True)
-    raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path> or test:lexical")
+    if kind == "trained":
+        from ..training import FoldedReranker
+
+        name, _, raw = arg.partition(":")
+        return FoldedReranker(name, calibrate=raw != "raw")
+    raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path>, trained:<name>[:raw] or test:lexical")
 
 
 def resolve_reranker(spec: str) -> Reranker:

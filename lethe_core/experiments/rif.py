@@ -1,0 +1,186 @@
+"""`lethe-lab rif run`: RIF arms x protocol x seeds replayed from cached pools, written to results/<run>/.
+
+Results folder (schema in lethe_core/results.py): config.json, per_query.parquet,
+snapshots.parquet (suppression every `snapshot_every` steps, first seed only), summary.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..datasets import Dataset
+from ..paths import results_dir
+from ..pools import PoolBuilder
+from ..retrieval.dense import EmbeddingCache, LazyEncoder
+from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.rerank import resolve_reranker
+from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
+from ..rif.replay import Arm, standard_arms
+from ..rif.state import RIFParams
+from .systems import SystemsExperiment, _atomic_write, _slug
+
+PAPER_SEED = 42
+
+
+@dataclass
+class RIFExperiment:
+    dataset: str = "locomo"
+    path: str | None = None
+    reranker: str = "auto"
+    protocol: str = "paper"
+    arms: list[str] | None = None  # names from standard_arms(ks); None = all
+    ks: tuple[int, ...] = (10, 30, 50, 100)
+    seeds: int = 5  # seeds 42, 43, ...; 42 is the paper's
+    burn_in: int | None = None  # default 5,000 (3,000 for nfcorpus)
+    bootstrap: int = 200  # prequential: queries before clusters are fit
+    alpha: float = 0.3
+    eta: float = 0.1
+    decay: float = 0.005
+    eager_decay: bool = False
+    second_stage: str = "fused"
+    limit_queries: int | None = None
+    conversations: int | None = None
+    snapshot_every: int = 500
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+
+    def arm_list(self) -> list[Arm]:
+        params = RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.pipeline.pool_size, eager=self.eager_decay)
+        arms = standard_arms(self.ks, params)
+        if self.arms:
+            known = {a.name: a for a in arms}
+            unknown = [a for a in self.arms if a not in known]
+            if unknown:
+                raise ValueError(f"unknown arms {unknown}; known: {', '.join(known)}")
+            wanted = ["baseline", *[a for a in self.arms if a != "baseline"]]
+            arms = [known[a] for a in wanted]
+        return arms
+
+    def run(self, results_root: Path | None = None) -> dict:
+        sysx = SystemsExperiment(self.dataset, self.path, self.reranker, self.limit_queries, self.conversations, self.pipeline)
+        ds: Dataset = sysx.load()
+        builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
+        pools = builder.build()
+        qids = [q.id for q in ds.queries]
+        encoder = LazyEncoder(self.pipeline.encoder)
+        qvecs = EmbeddingCache(builder.root, encoder.name).embed(encoder, [q.text for q in ds.queries], progress=self.progress)
+        ctx = ReplayContext(ds, pools.packed(qids), qvecs, self.second_stage)
+        burn_in = self.burn_in or (3000 if ds.name == "nfcorpus" else 5000)
+        arms = self.arm_list()
+        seeds = [PAPER_SEED + s for s in range(self.seeds)]
+
+        rows, snaps, suppressed = [], [], {}
+        from tqdm.auto import tqdm
+
+        for seed in tqdm(seeds, desc=f"rif {self.protocol} ({len(arms)} arms)", unit="seed", disable=not self.progress):
+            if self.protocol == "paper":
+                res = run_paper(ctx, arms, seed, burn_in, self.snapshot_every if seed == PAPER_SEED else 0)
+            elif self.protocol == "heldout":
+                res = run_heldout(ctx, arms, seed, burn_in, self.snapshot_every if seed == PAPER_SEED else 0)
+            else:
+                res = run_prequential(ctx, arms, seed, self.bootstrap, self.snapshot_every if seed == PAPER_SEED else 0)
+            rows.extend(res.rows)
+            snaps.extend(res.snapshots)
+            suppressed[seed] = res.suppressed
+
+        per_query = pd.DataFrame(rows).assign(protocol=self.protocol)
+        config = {**asdict(self), "pipeline": asdict(self.pipeline), "burn_in": burn_in, "seeds": seeds,
+                  "reranker_resolved": pools.reranker, "pool_key": builder.key, "dataset_fingerprint": ds.fingerprint,
+                  "calibrated": bool((ctx.pools.calibrated != ctx.pools.logit).any()),
+                  "second_stage_resolved": "ce" if np.isnan(ctx.pools.fuse_w).all() else self.second_stage}
+        run_id = f"rif-{ds.name}-{self.protocol}-{_slug(pools.reranker)}-" + hashlib.sha256(
+            json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        out = Path(results_root or results_dir()) / run_id
+        out.mkdir(parents=True, exist_ok=True)
+        summary = summarise(per_query, arms, seeds, suppressed, self.protocol)
+        summary.update({"dataset": ds.name, "protocol": self.protocol, "reranker": pools.reranker, "results_dir": str(out),
+                        "run_id": run_id, "n_queries": len(qids), "seeds": seeds, "burn_in": burn_in,
+                        "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"]})
+        snap_frame = _snapshots_frame(snaps, ds)
+        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
+        _atomic_write(out / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
+        _atomic_write(out / "snapshots.parquet", lambda p: snap_frame.to_parquet(p, index=False))
+        _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
+        return summary
+
+
+def _snapshots_frame(snaps: list[dict], ds: Dataset) -> pd.DataFrame:
+    if not snaps:
+        return pd.DataFrame({"arm": [], "seed": [], "split": [], "step": [], "cluster": [], "doc_idx": [], "doc_id": [], "value": []})
+    frames = [pd.DataFrame({"arm": s["arm"], "seed": s["seed"], "split": s["split"], "step": s["step"], "cluster": s["cluster"],
+                            "doc_idx": s["doc_idx"], "value": s["value"]}) for s in snaps]
+    frame = pd.concat(frames, ignore_index=True)
+    ids = np.asarray(ds.corpus.ids, dtype=object)
+    return frame.assign(doc_id=ids[frame["doc_idx"].to_numpy()])
+
+
+def _metric_block(df: pd.DataFrame, base: pd.DataFrame, col: str, seed: int) -> tuple[dict, dict, float | None]:
+    mine = df.set_index(["query_id", "split"])[col]
+    ref = base.set_index(["query_id", "split"])[col].reindex(mine.index)
+    level = stats.bootstrap_ci(mine.to_numpy(), seed=seed).as_dict()
+    delta = stats.paired_delta_ci(mine.to_numpy(), ref.to_numpy(), seed=seed).as_dict()
+    same = np.allclose(mine.to_numpy(), ref.to_numpy())
+    p = 1.0 if same else stats.paired_permutation_test(mine.to_numpy(), ref.to_numpy(), seed=seed)
+    return level, delta, p
+
+
+def summarise(per_query: pd.DataFrame, arms: list[Arm], seeds: list[int], suppressed: dict, protocol: str) -> dict:
+    """Seed-42 table with CIs, deltas, permutation p and Holm-adjusted p; spread across seeds."""
+    first = per_query[per_query["seed"] == seeds[0]]
+    base = first[first["arm"] == "baseline"]
+    control = first[first["arm"] == "control"]
+    out_arms = []
+    for arm in arms:
+        df = first[first["arm"] == arm.name]
+        ndcg, d_ndcg, p = _metric_block(df, base, "ndcg@10", seeds[0])
+        rec, d_rec, p_rec = _metric_block(df, base, "pool_recall@30", seeds[0])
+        entry = {"name": arm.name, "kind": arm.kind, "k": arm.k, "rule": arm.rule, "ndcg@10": ndcg, "delta_ndcg": d_ndcg,
+                 "p": None if arm.name == "baseline" else p, "recall@30": rec, "delta_recall": d_rec,
+                 "p_recall": None if arm.name == "baseline" else p_rec,
+                 "suppressed_entries": {str(k): v for k, v in suppressed[seeds[0]].get(arm.name, {}).items()}}
+        if len(control) and arm.name != "control":
+            _, d_ctrl, p_ctrl = _metric_block(df, control, "ndcg@10", seeds[0])
+            entry["delta_vs_control"], entry["p_vs_control"] = d_ctrl, p_ctrl
+        by_seed = per_query[per_query["arm"] == arm.name].groupby("seed")["ndcg@10"].mean()
+        base_by_seed = per_query[per_query["arm"] == "baseline"].groupby("seed")["ndcg@10"].mean()
+        entry["ndcg@10"]["seed_mean"] = float(by_seed.mean())
+        entry["ndcg@10"]["seed_sd"] = float(by_seed.std(ddof=1)) if len(by_seed) > 1 else 0.0
+        entry["delta_ndcg"]["seed_mean"] = float((by_seed - base_by_seed).mean())
+        entry["delta_ndcg"]["seed_sd"] = float((by_seed - base_by_seed).std(ddof=1)) if len(by_seed) > 1 else 0.0
+        entry["behaviour"] = {c: float(df[c].mean()) for c in ("exact_episode", "sibling_confusion", "wrong_family", "abstain@0", "abstain@2", "abstain@4")}
+        if protocol == "paper":
+            entry["buckets"] = {b: {"n": int(len(g)), "ndcg@10": float(g["ndcg@10"].mean()),
+                                    "delta_ndcg": float(g["ndcg@10"].mean() - base[base["bucket"] == b]["ndcg@10"].mean())}
+                                for b, g in df.groupby("bucket")}
+        out_arms.append(entry)
+    others = [a for a in out_arms if a["p"] is not None]
+    for key, holm_key in (("p", "p_holm"), ("p_recall", "p_recall_holm")):
+        adj = stats.adjust([a[key] for a in others], "holm")
+        for a, v in zip(others, adj):
+            a[holm_key] = float(v)
+    for a in out_arms:
+        a.setdefault("p_holm", None)
+        a.setdefault("p_recall_holm", None)
+    result = {"arms": out_arms}
+    if protocol == "prequential":
+        result["learning_curve"] = learning_curve(first)
+    return result
+
+
+def learning_curve(rows: pd.DataFrame, points: int = 20) -> dict:
+    """Running mean of each arm's NDCG@10 minus the baseline's, by stream position."""
+    wide = rows.pivot_table(index="position", columns="arm", values="ndcg@10").sort_index()
+    delta = wide.sub(wide["baseline"], axis=0).cumsum().div(np.arange(1, len(wide) + 1), axis=0)
+    at = np.unique(np.linspace(1, len(wide), points).astype(int))
+    return {"position": at.tolist(), **{arm: delta[arm].iloc[at - 1].round(5).tolist() for arm in delta.columns if arm != "baseline"}}

@@ -1,0 +1,176 @@
+"""Evaluation protocols over cached pools (DESIGN.md section 3).
+
+- paper: clusters fit on all evaluation queries; hot/cold burn-in (70% of draws from a fixed
+  hot 20%, numpy default_rng(seed)); then every query once with the state frozen. Rows carry
+  the bucket: hot / cold (drawn at least once) / unseen (never drawn).
+- heldout: queries split in two by conversation; clusters and burn-in on one side, frozen
+  evaluation on the other, both directions.
+- prequential: queries in arrival order (question dates when every query has one, else a
+  seeded shuffle), each scored before its own update; clustered arms run global suppression
+  until `bootstrap` queries have arrived, then fit clusters on those and continue with every
+  cluster starting from the global state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..behaviour import top1_behaviour
+from ..datasets.model import Dataset
+from ..pools import PackedPools
+from .clusters import QueryClusters
+from .replay import Arm, Judgements, learn, retrieve, score
+from .state import SuppressionState
+
+PROTOCOLS = ("paper", "heldout", "prequential")
+
+
+@dataclass
+class ReplayContext:
+    dataset: Dataset
+    pools: PackedPools
+    query_vectors: np.ndarray  # aligned with pools.query_ids
+    mode: str = "fused"
+    judgements: Judgements = field(init=False)
+
+    def __post_init__(self):
+        self.judgements = Judgements(self.dataset, self.pools)
+        self.queries = {q.id: q for q in self.dataset.queries}
+        self.n_entries = len(self.dataset.require_corpus())
+
+
+@dataclass
+class ProtocolResult:
+    rows: list[dict] = field(default_factory=list)
+    snapshots: list[dict] = field(default_factory=list)
+    suppressed: dict[str, dict] = field(default_factory=dict)
+
+
+def _row(ctx: ReplayContext, arm: Arm, i: int, ret, cluster: int, **extra) -> dict:
+    p = ctx.pools
+    ndcg, recall, pool_recall = score(p, ctx.judgements, i, ret)
+    qid = p.query_ids[i]
+    docs = p.doc_idx[ret.rows][ret.order[:10]]
+    top1_conf = float(p.calibrated[ret.rows][ret.order[0]])
+    return {
+        "query_id": qid, "qtype": ctx.queries[qid].qtype, "arm": arm.name, "cluster": int(cluster),
+        "ndcg@10": ndcg, "recall@10": recall, "pool_recall@30": pool_recall, "top1_logit": top1_conf,
+        "top10": docs.astype(np.int32).tolist(),
+        **top1_behaviour(int(docs[0]), top1_conf, ctx.queries[qid], ctx.dataset.corpus), **extra,
+    }
+
+
+def hot_cold_schedule(n: int, steps: int, seed: int, hot_frac: float = 0.2, hot_prob: float = 0.7):
+    """Query positions drawn with replacement: with probability hot_prob from a fixed hot set."""
+    rng = np.random.default_rng(seed)
+    hot = rng.choice(n, size=max(1, int(round(hot_frac * n))), replace=False)
+    cold = np.setdiff1d(np.arange(n), hot)
+    u = rng.random(steps)
+    h = hot[rng.integers(0, len(hot), size=steps)]
+    c = cold[rng.integers(0, len(cold), size=steps)] if len(cold) else h
+    return np.where(u < hot_prob, h, c), hot
+
+
+def _burn_in(ctx, arm: Arm, state, clusters_of, schedule, result: ProtocolResult, seed: int, snapshot_every: int, tag: str):
+    for step, i in enumerate(schedule, start=1):
+        c = int(clusters_of[i])
+        ret = retrieve(ctx.pools, i, arm, state, c, step, ctx.mode)
+        learn(ctx.pools, arm, state, c, step, ret)
+        if snapshot_every and step % snapshot_every == 0:
+            _snapshot(ctx, arm, state, step, seed, tag, result)
+    return len(schedule)
+
+
+def _snapshot(ctx, arm, state, step, seed, tag, result):
+    k, n, v = state.snapshot()
+    result.snapshots.append({"arm": arm.name, "seed": seed, "split": tag, "step": step, "cluster": k.astype(np.int16),
+                             "doc_idx": n.astype(np.int32), "value": v.astype(np.float32)})
+
+
+def _clusters(cache: dict, vectors: np.ndarray, k: int, seed: int) -> QueryClusters:
+    if k not in cache:
+        cache[k] = QueryClusters.fit(vectors, k, seed=seed)
+    return cache[k]
+
+
+def run_frozen(ctx: ReplayContext, arms: list[Arm], seed: int, burn_in: int, train_idx: np.ndarray, eval_idx: np.ndarray,
+               split: str, snapshot_every: int = 500, result: ProtocolResult | None = None, buckets: bool = False) -> ProtocolResult:
+    """Fit clusters and burn in on `train_idx`, then evaluate `eval_idx` frozen (paper and held-out protocols)."""
+    result = result or ProtocolResult()
+    sched_local, hot_local = hot_cold_schedule(len(train_idx), burn_in, seed)
+    schedule, hot = train_idx[sched_local], set(train_idx[hot_local].tolist())
+    visited = set(schedule.tolist())
+    fitted: dict[int, QueryClusters] = {}
+    for arm in arms:
+        if arm.kind == "rif":
+            cl = _clusters(fitted, ctx.query_vectors[train_idx], arm.k, seed)
+            clusters_of = cl.assign(ctx.query_vectors)
+            state = SuppressionState(cl.k, ctx.n_entries, arm.params)
+            step = _burn_in(ctx, arm, state, clusters_of, schedule, result, seed, snapshot_every, split)
+            result.suppressed.setdefault(arm.name, {})[split] = {"entries": state.suppressed_entries(), "docs": state.suppressed_docs()}
+        else:
+            state, clusters_of, step = None, np.zeros(len(ctx.pools.query_ids), dtype=np.int64), burn_in
+        for i in eval_idx:
+            ret = retrieve(ctx.pools, int(i), arm, state, int(clusters_of[i]), step, ctx.mode)
+            bucket = ("hot" if i in hot else "cold" if i in visited else "unseen") if buckets else "heldout"
+            result.rows.append(_row(ctx, arm, int(i), ret, clusters_of[i], seed=seed, split=split, bucket=bucket))
+    return result
+
+
+def run_paper(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int = 5000, snapshot_every: int = 500) -> ProtocolResult:
+    idx = np.arange(len(ctx.pools.query_ids))
+    return run_frozen(ctx, arms, seed, burn_in, idx, idx, "all", snapshot_every, buckets=True)
+
+
+def conversation_halves(ctx: ReplayContext) -> tuple[np.ndarray, np.ndarray]:
+    """Split query positions by conversation (sorted ids, first half vs second half)."""
+    conv = np.array([ctx.queries[q].conversation_id or q for q in ctx.pools.query_ids], dtype=object)
+    convs = sorted(set(conv))
+    if len(convs) < 2:
+        raise ValueError("the held-out protocol needs queries from at least two conversations")
+    first = set(convs[: len(convs) // 2])
+    mask = np.array([c in first for c in conv])
+    return np.flatnonzero(mask), np.flatnonzero(~mask)
+
+
+def run_heldout(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int = 5000, snapshot_every: int = 500) -> ProtocolResult:
+    a, b = conversation_halves(ctx)
+    result = ProtocolResult()
+    run_frozen(ctx, arms, seed, burn_in, a, b, "A->B", snapshot_every, result)
+    run_frozen(ctx, arms, seed, burn_in, b, a, "B->A", snapshot_every, result)
+    return result
+
+
+def arrival_order(ctx: ReplayContext, seed: int) -> np.ndarray:
+    dates = [ctx.queries[q].date for q in ctx.pools.query_ids]
+    if all(d is not None for d in dates):
+        return np.array(sorted(range(len(dates)), key=lambda i: (dates[i], ctx.pools.query_ids[i])))
+    return np.random.default_rng(seed).permutation(len(dates))
+
+
+def run_prequential(ctx: ReplayContext, arms: list[Arm], seed: int = 42, bootstrap: int = 200, snapshot_every: int = 500) -> ProtocolResult:
+    result = ProtocolResult()
+    order = arrival_order(ctx, seed)
+    n = len(order)
+    for arm in arms:
+        state = SuppressionState(1, ctx.n_entries, arm.params) if arm.kind == "rif" else None
+        clusters_of = np.zeros(len(ctx.pools.query_ids), dtype=np.int64)
+        for t, i in enumerate(order, start=1):
+            if arm.kind == "rif" and arm.k > 1 and t == min(bootstrap, n) + 1:
+                cl = QueryClusters.fit(ctx.query_vectors[order[: t - 1]], arm.k, seed=seed)
+                clusters_of = cl.assign(ctx.query_vectors)
+                grown = SuppressionState(cl.k, ctx.n_entries, arm.params)
+                grown.values[:], grown.last[:] = state.values[0], state.last[0]
+                state = grown
+            c = int(clusters_of[i])
+            ret = retrieve(ctx.pools, int(i), arm, state, c, t, ctx.mode)
+            result.rows.append(_row(ctx, arm, int(i), ret, c, seed=seed, split="stream", bucket="stream", position=t))
+            if state is not None:
+                learn(ctx.pools, arm, state, c, t, ret)
+                if snapshot_every and t % snapshot_every == 0:
+                    _snapshot(ctx, arm, state, t, seed, "stream", result)
+        if state is not None:
+            result.suppressed.setdefault(arm.name, {})["stream"] = {"entries": state.suppressed_entries(), "docs": state.suppressed_docs()}
+    return result

