@@ -120,7 +120,7 @@ class PoolBuilder:
         self.progress = progress
         self.root = Path(root or cache_dir())
         self.key = pool_key(dataset, config, reranker.name)
-        self.directory = self.root / "pools" / dataset.name / self.key
+        self.directory = pools_dir(dataset.name, self.key, self.root)
         self._retriever = retriever
 
     @property
@@ -141,20 +141,10 @@ class PoolBuilder:
         }
 
     def _parts(self) -> list[Path]:
-        return sorted(self.directory.glob("part-*.parquet"))
+        return _parts(self.directory)
 
     def _read_parts(self) -> pd.DataFrame:
-        frames = []
-        for part in self._parts():
-            try:
-                frames.append(pq.read_table(part, schema=SCHEMA).to_pandas())
-            except Exception as exc:  # truncated or foreign file: keep it for inspection, recompute its queries
-                bad = part.with_suffix(".corrupt")
-                os.replace(part, bad)
-                warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed")
-        if not frames:
-            return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-        return pd.concat(frames, ignore_index=True)
+        return _read_parts(self.directory)
 
     def _write_part(self, rows: list[pd.DataFrame]) -> None:
         table = pa.Table.from_pandas(pd.concat(rows, ignore_index=True), schema=SCHEMA, preserve_index=False)
@@ -209,11 +199,38 @@ class PoolBuilder:
         return self.load(queries)
 
     def load(self, queries: Sequence[Query] | None = None) -> Pools:
-        frame = self._read_parts()
-        if queries is not None:
-            wanted = {q.id for q in queries}
-            frame = frame[frame["query_id"].isin(wanted)].reset_index(drop=True)
-        return Pools(frame, json.loads((self.directory / "manifest.json").read_text()), self.directory)
+        return load_pools(self.directory, queries)
+
+
+def _parts(directory: Path) -> list[Path]:
+    return sorted(directory.glob("part-*.parquet"))
+
+
+def _read_parts(directory: Path) -> pd.DataFrame:
+    frames = []
+    for part in _parts(directory):
+        try:
+            frames.append(pq.read_table(part, schema=SCHEMA).to_pandas())
+        except Exception as exc:  # truncated or foreign file: keep it for inspection, recompute its queries
+            bad = part.with_suffix(".corrupt")
+            os.replace(part, bad)
+            warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed")
+    if not frames:
+        return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
+    return pd.concat(frames, ignore_index=True)
+
+
+def pools_dir(dataset_name: str, key: str, root: Path | None = None) -> Path:
+    return Path(root or cache_dir()) / "pools" / dataset_name / key
+
+
+def load_pools(directory: Path, queries: Sequence[Query] | None = None) -> Pools:
+    """Read stored pools (no model needed), optionally only those of `queries`."""
+    frame = _read_parts(directory)
+    if queries is not None:
+        wanted = {q.id for q in queries}
+        frame = frame[frame["query_id"].isin(wanted)].reset_index(drop=True)
+    return Pools(frame, json.loads((directory / "manifest.json").read_text()), directory)
 
 
 def build_pools(dataset: Dataset, reranker: Reranker, config: PipelineConfig = PipelineConfig(),

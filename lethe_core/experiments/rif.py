@@ -48,6 +48,7 @@ class RIFExperiment:
     limit_queries: int | None = None
     conversations: int | None = None
     snapshot_every: int = 500
+    map: bool = True  # paper protocol: 2-D UMAP of the query embeddings for the dashboard
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     progress: bool = True
 
@@ -111,8 +112,22 @@ class RIFExperiment:
         _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
         _atomic_write(out / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
         _atomic_write(out / "snapshots.parquet", lambda p: snap_frame.to_parquet(p, index=False))
+        if self.protocol == "paper" and self.map:
+            qmap = query_map(qvecs, qids)
+            _atomic_write(out / "query_map.parquet", lambda p: qmap.to_parquet(p, index=False))
         _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+def query_map(qvecs: np.ndarray, qids: list[str], k: int = 30, seed: int = PAPER_SEED) -> pd.DataFrame:
+    """2-D UMAP coordinates of the query embeddings (cosine, seeded) with their K=30 clusters."""
+    import umap
+
+    from ..rif.clusters import QueryClusters
+
+    xy = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=15, min_dist=0.1).fit_transform(qvecs)
+    clusters = QueryClusters.fit(qvecs, min(k, len(qids)), seed=seed).assign(qvecs)
+    return pd.DataFrame({"query_id": qids, "x": xy[:, 0], "y": xy[:, 1], "cluster": clusters.astype(np.int16)})
 
 
 def _snapshots_frame(snaps: list[dict], ds: Dataset) -> pd.DataFrame:

@@ -1,0 +1,35 @@
+import plotly.express as px
+import streamlit as st
+
+import state
+from lethe_core.analysis import cluster_table
+
+run = state.current_run()
+st.title("Query clusters")
+state.run_caption(run)
+qmap = run.query_map
+if qmap is None:
+    st.info("No query map in this run (it is computed by the paper protocol). Run `lethe-lab rif run locomo --protocol paper`.")
+    st.stop()
+
+arm = st.selectbox("Compare arm", [a for a in run.arms if a.startswith("clustered")] or run.arms,
+                   index=0 if "clustered30-gap" not in run.arms else [a for a in run.arms if a.startswith("clustered")].index("clustered30-gap"))
+table = cluster_table(run, arm)
+ctx = state.current_context(run)
+texts = {q.id: q.text for q in ctx.dataset.queries}
+m = qmap.assign(cluster=qmap["cluster"].astype(str), query=qmap["query_id"].map(texts))
+fig = px.scatter(m, x="x", y="y", color="cluster", hover_data={"query": True, "x": False, "y": False}, height=560,
+                 title="UMAP of the query embeddings, coloured by K=30 cluster")
+fig.update_traces(marker=dict(size=5))
+st.plotly_chart(fig, width="stretch")
+
+col1, col2 = st.columns(2)
+with col1:
+    st.plotly_chart(px.bar(table, x="cluster", y="queries", title=f"Cluster sizes ({arm})"), width="stretch")
+with col2:
+    fig = px.bar(table, x="cluster", y="delta", color="delta", color_continuous_scale="RdYlGn", color_continuous_midpoint=0,
+                 title=f"Δ NDCG@10 per cluster: {arm} − baseline")
+    st.plotly_chart(fig, width="stretch")
+
+st.multiselect("Filter the other pages to clusters", sorted(table["cluster"].tolist()), key="cluster_filter")
+st.dataframe(table, hide_index=True, width="stretch")

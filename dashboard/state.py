@@ -1,0 +1,92 @@
+"""Shared dashboard state: run selection, cluster filter and cached loaders (Streamlit-specific glue)."""
+
+from __future__ import annotations
+
+import os
+
+import streamlit as st
+
+from lethe_core.results import ResultsError, Run, list_runs, load_run
+
+HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `make run`), then reload."
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _runs(root: str) -> tuple[list[tuple[str, str]], list[str]]:
+    runs, problems = list_runs(root or None)
+    return [(str(r.path), r.label) for r in runs], problems
+
+
+@st.cache_resource(show_spinner=False)
+def get_run(path: str, mtime: float) -> Run:  # mtime in the key: a rerun invalidates the cache
+    return load_run(path)
+
+
+@st.cache_resource(show_spinner="Loading cached pools…")
+def get_context(path: str, mtime: float):
+    from lethe_core.results import replay_context
+
+    return replay_context(get_run(path, mtime))
+
+
+def _root() -> str:
+    return os.environ.get("LETHE_RESULTS_DIR", "")
+
+
+def sidebar() -> None:
+    runs, problems = _runs(_root())
+    with st.sidebar:
+        st.markdown("### lethe-lab")
+        if runs:
+            labels = {p: label for p, label in runs}
+            st.selectbox("Results run", list(labels), format_func=labels.get, key="run_path")
+        for p in problems:
+            st.warning(p, icon="⚠️")
+
+
+def current_run() -> Run:
+    """The selected run, or a clear message and a stop when there is none or it is broken."""
+    path = st.session_state.get("run_path")
+    if not path:
+        runs, problems = _runs(_root())
+        if not runs:
+            st.info("No RIF results yet. " + HOW_TO, icon="ℹ️")
+            for p in problems:
+                st.error(p)
+            st.stop()
+        path = runs[0][0]
+    try:
+        return get_run(path, os.path.getmtime(os.path.join(path, "summary.json")))
+    except (ResultsError, OSError) as exc:
+        st.error(f"This results folder cannot be read: {exc}")
+        st.stop()
+
+
+def current_context(run: Run):
+    try:
+        return get_context(str(run.path), os.path.getmtime(run.path / "summary.json"))
+    except ResultsError as exc:
+        st.error(str(exc))
+        st.stop()
+
+
+def run_caption(run: Run) -> None:
+    s = run.summary
+    st.caption(f"**{s['dataset']}** · protocol **{s['protocol']}** · reranker **{s['reranker']}** "
+               f"(second stage {s.get('second_stage', 'ce')}, calibration {'on' if s.get('calibrated') else 'off'}) · "
+               f"{s['n_queries']:,} queries · seeds {s['seeds']} · burn-in {s.get('burn_in', '-')} · `{run.run_id}`")
+    if str(s["reranker"]).startswith("test:"):
+        st.warning("These numbers come from the lexical *test* reranker, a stand-in, not a cross-encoder.", icon="⚠️")
+
+
+def cluster_filter(run: Run, arm: str) -> list[int]:
+    """The cluster picked on the clusters page filters the other pages."""
+    pq = run.per_query
+    clusters = sorted(pq.loc[pq["arm"] == arm, "cluster"].unique().tolist())
+    picked = st.session_state.get("cluster_filter", [])
+    return [c for c in picked if c in clusters]
+
+
+def default_arm(run: Run) -> str:
+    arms = run.arms
+    return "clustered30-gap" if "clustered30-gap" in arms else next((a for a in arms if a.startswith("clustered")), arms[-1])
