@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup run quick test bench clean-cache
+.PHONY: setup browser run quick reranker reproduce test dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,18 +16,42 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-run: setup  ## main job: describe LoCoMo, build its candidate pools, print the systems table
+# Headless Chromium + its driver for the browser check of the dashboard (Debian packages, as root).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
+	    echo "warning: could not install chromium (not root?); the browser test will be skipped"; }
+
+run: setup  ## main job: describe LoCoMo, build its pools, systems table, RIF paper protocol, dashboard URL
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab systems locomo
+	$(BIN)/lethe-lab rif run locomo --protocol paper --seeds 5
+	@echo "Dashboard: run '$(BIN)/lethe-lab dashboard' and open http://localhost:8501"
 
 quick: setup  ## the same on the first two conversations (a few minutes)
 	$(BIN)/lethe-lab systems locomo --conversations 2
+	$(BIN)/lethe-lab rif run locomo --conversations 2 --protocol paper --seeds 1
 
-test: setup
+reranker: setup  ## train the offline fold rerankers (about 40 minutes on 2 cores); `auto` then uses them
+	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold
+
+reproduce: reranker run  ## everything behind RESULTS.md (reranker, three protocols, teacher study, report)
+	$(BIN)/lethe-lab rif run locomo --protocol heldout --seeds 5
+	$(BIN)/lethe-lab rif run locomo --protocol prequential --seeds 5
+	$(BIN)/lethe-lab rif report
+
+test: setup browser
 	$(BIN)/python -m pytest -q
 
-bench: setup  ## retrieval latency on 200,000 synthetic turns (long: embeds 200k texts once, then cached)
+dashboard: setup
+	$(BIN)/lethe-lab dashboard
+
+screenshots: setup browser  ## one PNG per dashboard page under screenshots/ (gitignored), with render times
+	$(BIN)/python dashboard/browser.py screenshots
+
+bench: setup  ## retrieval latency on 200,000 synthetic turns, then RIF replay speed
 	$(BIN)/python benchmarks/retrieval_latency.py --turns 200000
+	$(BIN)/python benchmarks/rif_replay.py
 
 clean-cache:
 	rm -rf data/cache

@@ -14,16 +14,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `state` beside this 
 
 import state  # noqa: E402
 
-st.set_page_config(page_title="lethe-lab", page_icon="🧠", layout="wide")
+st.set_page_config(page_title="lethe-lab", page_icon=":material/psychology:", layout="wide")
 
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon="📊", default=True),
-    st.Page("pages/clusters.py", title="Query clusters", icon="🗺️"),
-    st.Page("pages/suppression.py", title="Suppression heatmap", icon="🔥"),
-    st.Page("pages/chronic.py", title="Chronic false positives", icon="🔁"),
-    st.Page("pages/behaviour.py", title="Behaviour decomposition", icon="🧩"),
-    st.Page("pages/inspector.py", title="Query inspector", icon="🔍"),
-    st.Page("pages/whatif.py", title="What-if replay", icon="🎛️"),
+    st.Page("pages/overview.py", title="Overview", icon=":material/insights:", default=True),
+    st.Page("pages/clusters.py", title="Query clusters", icon=":material/scatter_plot:"),
+    st.Page("pages/suppression.py", title="Suppression heatmap", icon=":material/grid_on:"),
+    st.Page("pages/chronic.py", title="Chronic false positives", icon=":material/repeat:"),
+    st.Page("pages/behaviour.py", title="Behaviour decomposition", icon=":material/stacked_bar_chart:"),
+    st.Page("pages/inspector.py", title="Query inspector", icon=":material/search:"),
+    st.Page("pages/whatif.py", title="What-if replay", icon=":material/tune:"),
 ]
 
 nav = st.navigation(PAGES)

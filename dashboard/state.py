@@ -6,6 +6,7 @@ import os
 
 import streamlit as st
 
+from lethe_core.paths import results_dir
 from lethe_core.results import ResultsError, Run, list_runs, load_run
 
 HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `make run`), then reload."
@@ -13,7 +14,7 @@ HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _runs(root: str) -> tuple[list[tuple[str, str]], list[str]]:
-    runs, problems = list_runs(root or None)
+    runs, problems = list_runs(root)
     return [(str(r.path), r.label) for r in runs], problems
 
 
@@ -30,7 +31,7 @@ def get_context(path: str, mtime: float):
 
 
 def _root() -> str:
-    return os.environ.get("LETHE_RESULTS_DIR", "")
+    return str(results_dir())  # in the cache key, so another LETHE_HOME is another listing
 
 
 def sidebar() -> None:
@@ -41,7 +42,7 @@ def sidebar() -> None:
             labels = {p: label for p, label in runs}
             st.selectbox("Results run", list(labels), format_func=labels.get, key="run_path")
         for p in problems:
-            st.warning(p, icon="⚠️")
+            st.warning(p, icon=":material/warning:")
 
 
 def current_run() -> Run:
@@ -50,7 +51,7 @@ def current_run() -> Run:
     if not path:
         runs, problems = _runs(_root())
         if not runs:
-            st.info("No RIF results yet. " + HOW_TO, icon="ℹ️")
+            st.info("No RIF results yet. " + HOW_TO, icon=":material/info:")
             for p in problems:
                 st.error(p)
             st.stop()
@@ -76,7 +77,7 @@ def run_caption(run: Run) -> None:
                f"(second stage {s.get('second_stage', 'ce')}, calibration {'on' if s.get('calibrated') else 'off'}) · "
                f"{s['n_queries']:,} queries · seeds {s['seeds']} · burn-in {s.get('burn_in', '-')} · `{run.run_id}`")
     if str(s["reranker"]).startswith("test:"):
-        st.warning("These numbers come from the lexical *test* reranker, a stand-in, not a cross-encoder.", icon="⚠️")
+        st.warning("These numbers come from the lexical *test* reranker, a stand-in, not a cross-encoder.", icon=":material/warning:")
 
 
 def cluster_filter(run: Run, arm: str) -> list[int]:

@@ -237,6 +237,20 @@ def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{
                        f"{_fmt_p(c[f'p_{metric}']):>8}{_fmt_p(c[f'p_{metric}_holm']):>8}{_fmt_p(c[f'p_{metric}_bonferroni']):>8}")
 
 
+@app.command("dashboard")
+def dashboard(port: int = typer.Option(8501, "--port"), headless: bool = typer.Option(True, "--headless/--open-browser")) -> None:
+    """Start the Streamlit dashboard over data/results (prints the URL to open)."""
+    import subprocess
+
+    from .paths import REPO_ROOT
+
+    app_path = REPO_ROOT / "dashboard" / "app.py"
+    typer.echo(f"lethe-lab dashboard: open http://localhost:{port}")
+    cmd = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+           "--server.headless", str(headless).lower(), "--browser.gatherUsageStats", "false"]
+    raise typer.Exit(subprocess.call(cmd))
+
+
 def main() -> None:
     app()
 

@@ -18,7 +18,9 @@ table = cluster_table(run, arm)
 ctx = state.current_context(run)
 texts = {q.id: q.text for q in ctx.dataset.queries}
 m = qmap.assign(cluster=qmap["cluster"].astype(str), query=qmap["query_id"].map(texts))
+order = sorted(m["cluster"].unique(), key=int)
 fig = px.scatter(m, x="x", y="y", color="cluster", hover_data={"query": True, "x": False, "y": False}, height=560,
+                 category_orders={"cluster": order},
                  title="UMAP of the query embeddings, coloured by K=30 cluster")
 fig.update_traces(marker=dict(size=5))
 st.plotly_chart(fig, width="stretch")

@@ -8,7 +8,7 @@ run = state.current_run()
 st.title("Overview")
 state.run_caption(run)
 
-table = headline(run)
+table = headline(run).astype({"p": float, "p (Holm)": float, "Δ vs control": float, "p vs control": float})
 st.subheader("Headline table (paper seed)")
 st.dataframe(
     table.style.format({c: "{:.4f}" for c in ["NDCG@10", "NDCG lo", "NDCG hi", "seed sd", "Δ NDCG", "Δ lo", "Δ hi", "Recall@30",
@@ -26,9 +26,9 @@ fig = go.Figure(go.Scatter(
     hovertemplate="%{y}: Δ %{x:+.4f}<extra></extra>",
 ))
 control = table.loc[table["arm"] == "control", "Δ NDCG"]
-fig.add_vline(x=0, line_dash="dash", line_color="black", annotation_text="baseline")
+fig.add_vline(x=0, line_dash="dash", line_color="black", annotation_text="baseline", annotation_position="bottom right")
 if len(control):
-    fig.add_vline(x=float(control.iloc[0]), line_dash="dot", line_color="#264653", annotation_text="control (rerank the union)")
+    fig.add_vline(x=float(control.iloc[0]), line_dash="dot", line_color="#264653", annotation_text="control (rerank the union)", annotation_position="top left")
 fig.update_layout(height=80 + 32 * len(t), margin=dict(l=10, r=10, t=30, b=10), xaxis_title="Δ NDCG@10")
 st.plotly_chart(fig, width="stretch")
 st.caption("Green: CI above zero; red: below; grey: crosses zero. The dotted line is the control arm, "

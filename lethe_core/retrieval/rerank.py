@@ -102,19 +102,29 @@ def load_reranker(spec: str) -> Reranker:
     raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path>, trained:<name>[:raw] or test:lexical")
 
 
+DEFAULT_TRAINED = "minilm-2fold"
+
+
 def resolve_reranker(spec: str) -> Reranker:
-    """`auto` = the paper's MS MARCO cross-encoder if it is already on disk (HF cache), else the
-    lexical test reranker with a warning; any other spec is loaded as named."""
+    """`auto`: the paper's MS MARCO cross-encoder if it is already on disk (HF cache), else the
+    fold-trained reranker `trained:minilm-2fold` if it was trained here (`make reranker`), else the
+    lexical test reranker with a warning. Any other spec is loaded as named."""
     if spec != "auto":
         return load_reranker(spec)
     try:
         return CrossEncoderReranker(DEFAULT_HUB_MODEL, f"hub:{DEFAULT_HUB_MODEL}", local_files_only=True)
     except RerankerUnavailable:
-        import sys
+        pass
+    from ..paths import models_dir
 
-        print(
-            f"warning: {DEFAULT_HUB_MODEL} is not in the local Hugging Face cache and no trained reranker was "
-            "named; falling back to test:lexical (a lexical stand-in, NOT a cross-encoder). Every result names it.",
-            file=sys.stderr,
-        )
-        return LexicalReranker()
+    if (models_dir() / DEFAULT_TRAINED / "trained.json").exists():
+        return load_reranker(f"trained:{DEFAULT_TRAINED}")
+    import sys
+
+    print(
+        f"warning: no reranker on disk ({DEFAULT_HUB_MODEL} is not in the Hugging Face cache and "
+        f"trained:{DEFAULT_TRAINED} has not been trained: `make reranker`); falling back to test:lexical, "
+        "a lexical stand-in, NOT a cross-encoder. Every result names it.",
+        file=sys.stderr,
+    )
+    return LexicalReranker()
