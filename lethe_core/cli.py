@@ -20,7 +20,8 @@ app.add_typer(reranker_app, name="reranker")
 
 DATASET_HELP = "locomo | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
-RerankerOpt = typer.Option("auto", "--reranker", help="auto | hub:<name> | local:<folder> | trained:<name>[:raw] | test:lexical")
+RerankerOpt = typer.Option("auto", "--reranker", help="auto | hub:<name> | local:<folder> | trained:<name> | test:lexical")
+CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")
 StageOpt = typer.Option("fused", "--second-stage", help="fused (validated fusion weight, when the reranker has one) | ce (reranker order only)")
 LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries")
 ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (quick runs)")
@@ -97,14 +98,14 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
 @_guard
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-            reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt,
+            reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
             as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from .experiments.systems import SystemsExperiment
     from .retrieval.pipeline import PipelineConfig
 
     summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg),
-                                second_stage=second_stage).run()
+                                second_stage=second_stage, calibration=calibration).run()
     if as_json:
         typer.echo(json.dumps(summary))
         return
@@ -140,6 +141,21 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
     typer.echo(f"use it as --reranker trained:{name}")
 
 
+@reranker_app.command("report")
+@_guard
+def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str = typer.Option("locomo", "--dataset"),
+                        out: str = typer.Option("RERANKER.md", "--out")) -> None:
+    """Write the training report (folds, validation choices, logit distributions, evaluation with p vs rrf)."""
+    from .experiments.systems import SystemsExperiment
+    from .training import reranker_report
+
+    from pathlib import Path
+
+    systems = [SystemsExperiment(dataset, reranker=f"trained:{name}", second_stage=stage, progress=False).run() for stage in ("fused", "ce")]
+    Path(out).write_text(reranker_report(name, systems))
+    typer.echo(f"wrote {out}")
+
+
 def _fmt_p(p) -> str:
     return "-" if p is None else f"{p:.4f}"
 
@@ -168,14 +184,14 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
             alpha: float = typer.Option(0.3, "--alpha"), eta: float = typer.Option(0.1, "--eta"),
             eager_decay: bool = typer.Option(False, "--eager-decay", help="decay at read time instead of lazily on update"),
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-            reranker: str = RerankerOpt, second_stage: str = StageOpt,
+            reranker: str = RerankerOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
             as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
     """Replay RIF arms under a protocol from cached pools; prints the table and writes data/results/<run>/."""
     from .experiments.rif import RIFExperiment
 
     exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
                         arms=arms.split(",") if arms else None, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
-                        eager_decay=eager_decay, second_stage=second_stage, limit_queries=limit_queries, conversations=conversations)
+                        eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries, conversations=conversations)
     summary = exp.run()
     if as_json:
         typer.echo(json.dumps(summary))
@@ -213,6 +229,16 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
     typer.echo(f"{param:>8}{'arm':>22}{'NDCG@10':>9}{'delta':>9}{'95% CI':>20}{'p':>8}")
     for r in rows:
         typer.echo(f"{r[param]:>8g}{r['arm']:>22}{r['ndcg@10']:>9.4f}{r['delta_ndcg']:>+9.4f}  [{r['delta_ci'][0]:+.4f}, {r['delta_ci'][1]:+.4f}]{_fmt_p(r['p']):>8}")
+
+
+@rif_app.command("report")
+@_guard
+def rif_report(dataset: str = typer.Argument("locomo"), reranker: Optional[str] = typer.Option(None, "--reranker", help="default: that of the newest paper run"),
+               levels: int = typer.Option(6, "--teacher-levels", help="simulated-teacher quality levels")) -> None:
+    """Write RESULTS.md from the newest full runs of each protocol, with the teacher-quality study."""
+    from .report import write_report
+
+    typer.echo(f"wrote {write_report(dataset, reranker, teacher_levels=levels)}")
 
 
 @app.command("stats")

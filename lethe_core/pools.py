@@ -71,8 +71,9 @@ class Pools:
     def query_ids(self) -> list[str]:
         return list(dict.fromkeys(self.frame["query_id"]))
 
-    def packed(self, query_ids: Sequence[str]) -> "PackedPools":
-        return PackedPools.from_frame(self.frame, query_ids)
+    def packed(self, query_ids: Sequence[str], calibration: bool = True) -> "PackedPools":
+        """`calibration=False` reads the raw logit where a calibrated one was stored (no rescoring needed)."""
+        return PackedPools.from_frame(self.frame, query_ids, calibration)
 
 
 @dataclass
@@ -90,7 +91,7 @@ class PackedPools:
     dense_rank: np.ndarray
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, query_ids: Sequence[str]) -> "PackedPools":
+    def from_frame(cls, frame: pd.DataFrame, query_ids: Sequence[str], calibration: bool = True) -> "PackedPools":
         missing = set(query_ids) - set(frame["query_id"].unique())
         if missing:
             raise KeyError(f"{len(missing)} queries have no pool (e.g. {sorted(missing)[:3]}); build the pools first")
@@ -100,7 +101,7 @@ class PackedPools:
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(
             list(query_ids), offsets, sub["doc_idx"].to_numpy(np.int32), sub["rrf"].to_numpy(np.float64),
-            sub["logit"].to_numpy(np.float32), sub["calibrated"].to_numpy(np.float32),
+            sub["logit"].to_numpy(np.float32), sub["calibrated" if calibration else "logit"].to_numpy(np.float32),
             sub["fuse_w"].to_numpy(np.float32)[offsets[:-1]] if len(sub) else np.zeros(0, np.float32),
             sub["bm25_rank"].to_numpy(np.int16), sub["dense_rank"].to_numpy(np.int16),
         )

@@ -147,4 +147,5 @@ def replay_context(run: Run):
     texts = [q.text for q in ds.queries]
     if cache.count_missing(texts):
         raise ResultsError("the query embeddings of this run are not cached; rerun the experiment")
-    return ReplayContext(ds, pools.packed([q.id for q in ds.queries]), cache.embed(enc, texts), c.get("second_stage", "fused"))
+    return ReplayContext(ds, pools.packed([q.id for q in ds.queries], c.get("calibration", True)), cache.embed(enc, texts),
+                         c.get("second_stage", "fused"))

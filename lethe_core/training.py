@@ -49,6 +49,7 @@ class TrainConfig:
     seed: int = 13
     max_groups: int | None = None  # cap per fold (tests, smoke runs)
     pool_size: int = 30
+    encoder: str = "minilm"  # first-stage bi-encoder for hard negatives (tests use test:hash)
 
 
 def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
@@ -167,7 +168,7 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
     corpus = ds.require_corpus()
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
-    retriever = HybridRetriever(corpus, PipelineConfig(), progress=progress)
+    retriever = HybridRetriever(corpus, PipelineConfig(encoder=cfg.encoder), progress=progress)
     pseudo = ds.extra_queries.get("observations", []) if cfg.observations else []
     folds = []
     for i, (train_c, val_c, eval_c) in enumerate(fold_split(ds.conversation_ids(), cfg.folds)):
@@ -195,7 +196,7 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
 class FoldedReranker:
     """`trained:<name>`: routes each query to the fold model that never saw its conversation."""
 
-    def __init__(self, name: str, root: Path | None = None, calibrate: bool = True):
+    def __init__(self, name: str, root: Path | None = None):
         self.dir = Path(root or models_dir()) / name
         manifest_path = self.dir / "trained.json"
         if not manifest_path.exists():
@@ -203,8 +204,7 @@ class FoldedReranker:
                 f"no trained reranker {name!r} at {self.dir}; train it with `lethe-lab reranker train DATASET --name {name}`"
             )
         self.manifest = json.loads(manifest_path.read_text())
-        self.name = f"trained:{name}" + ("" if calibrate else ":raw")
-        self.calibrate = calibrate
+        self.name = f"trained:{name}"
         self._models: dict[int, CrossEncoderReranker] = {}
         self._fold_of = {c: f["fold"] for f in self.manifest["folds"] for c in f["eval_conversations"]}
         self._trained_on = {c for f in self.manifest["folds"] for c in f["train_conversations"] + f["validation_conversations"]}
@@ -219,9 +219,73 @@ class FoldedReranker:
             info = self.manifest["folds"][fold]
             model = CrossEncoderReranker(str(self.dir / info["dir"]), f"{self.name}/fold-{fold}", local_files_only=True)
             model.fuse_w = float(info["fuse_w"])
-            model.calibration = tuple(info["calibration"]) if self.calibrate else (1.0, 0.0)
+            model.calibration = tuple(info["calibration"])
             self._models[fold] = model
         return self._models[fold]
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
         raise TypeError("a fold-routed reranker scores through route(query); use PoolBuilder or route() first")
+
+
+def reranker_report(name: str, systems: list[dict], root: Path | None = None) -> str:
+    """Markdown: recipe, per-fold training cost and validation choices, logit distributions, evaluation tables.
+
+    `systems` are `lethe-lab systems --json` summaries of this reranker (e.g. second stage fused and ce).
+    Every trained model under data/models/ is listed as a recipe tried, with its validation scores.
+    """
+    base = Path(root or models_dir())
+    manifest = json.loads((base / name / "trained.json").read_text())
+    cfg = manifest["config"]
+    lines = [f"# Offline reranker `trained:{name}`", "",
+             f"Base model {manifest['base_model']}; loss: {manifest['loss']}; {cfg['folds']} folds by conversation; "
+             f"{cfg['epochs']} epoch(s), lr {cfg['lr']}, {cfg['negatives']} hard negatives per positive (from the query's hybrid "
+             f"union), {cfg['groups_per_batch']} groups per step, max length {cfg['max_length']}, observations as pseudo-queries: "
+             f"{cfg['observations']}. Each fold holds one training conversation back for validation: the fusion weight and the "
+             "logit calibration are chosen there, never on the evaluation fold.", "",
+             "## Folds", "",
+             "| fold | evaluation conversations | validation | training groups | train time | train pairs/s | scoring pairs/s | fusion weight w | calibration a·x+b |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in manifest["folds"]:
+        lines.append(f"| {f['fold']} | {', '.join(f['eval_conversations'])} | {', '.join(f['validation_conversations'])} | {f['train_groups']:,} | "
+                     f"{f['train_seconds'] / 60:.1f} min | {f['train_pairs_per_s']} | {f['score_pairs_per_s']} | {f['fuse_w']} | "
+                     f"a={f['calibration'][0]:.3f}, b={f['calibration'][1]:.3f} |")
+    lines += ["", "Validation NDCG@10 of the reranked RRF top-30 by fusion weight (w = 1: first stage only, w = 0: cross-encoder only):", "",
+              "| fold | " + " | ".join(f"w={w}" for w in FUSION_GRID) + " |", "|---" * (len(FUSION_GRID) + 1) + "|"]
+    for f in manifest["folds"]:
+        v = f["validation_ndcg_by_w"]
+        lines.append(f"| {f['fold']} | " + " | ".join(f"{v[str(w)] if str(w) in v else v[w]:.4f}" for w in FUSION_GRID) + " |")
+    lines += ["", "## Logit distributions (validation pools, raw logits)", "",
+              "| fold | class | n | mean | p5 | p25 | median | p75 | p95 |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in manifest["folds"]:
+        for cls in ("relevant", "non_relevant"):
+            d = f["logits"][cls]
+            lines.append(f"| {f['fold']} | {cls} | {d['n']:,} | {d['mean']:.3f} | {d['p5']:.3f} | {d['p25']:.3f} | {d['median']:.3f} | {d['p75']:.3f} | {d['p95']:.3f} |")
+    lines += ["", "Calibration: a logistic fit of P(relevant | logit) on the validation pool; the calibrated logit a·x+b is the log-odds "
+              "of relevance, so sigmoid(−x) in the RIF strength is P(not relevant) and abstain@{0,2,4} mean P(relevant) below "
+              "0.5 / 0.88 / 0.98. `--no-calibration` reads the raw logit instead. Calibration never changes an order, only RIF strengths and abstention.", ""]
+    for s in systems:
+        lines += [f"## Evaluation: `lethe-lab systems {s['dataset']} --reranker {s['reranker']} --second-stage {s['second_stage']}`", "",
+                  f"{s['n_queries']:,} queries, each reranked by the fold that never saw its conversation; calibration "
+                  f"{'on' if s['calibrated'] else 'off'}.", "",
+                  "| system | NDCG@10 [95% CI] | Recall@10 | pool Recall@30 | Δ vs rrf [95% CI] | p vs rrf |", "|---|---|---|---|---|---|"]
+        for row in s["systems"]:
+            d = row.get("delta_vs_rrf")
+            lines.append(f"| {row['name']} | {row['ndcg@10']:.4f} [{row['ndcg@10_ci'][0]:.4f}, {row['ndcg@10_ci'][1]:.4f}] | {row['recall@10']:.4f} | "
+                         f"{row['pool_recall@30']:.4f} | " + (f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–")
+                         + f" | {row['p_vs_rrf']:.4f} |" if "p_vs_rrf" in row else " – |")
+        if s.get("per_fold"):
+            lines += ["", "| fold | queries | NDCG@10 rrf | full | control | p full vs rrf |", "|---|---|---|---|---|---|"]
+            for f in s["per_fold"]:
+                lines.append(f"| {f['fold']} | {f['n_queries']} | {f['ndcg@10_rrf']:.4f} | {f['ndcg@10_full']:.4f} | {f['ndcg@10_control']:.4f} | {f['p_full_vs_rrf']:.4f} |")
+        lines.append("")
+    lines += ["## Recipes tried (every model trained under data/models/)", "",
+              "| model | folds | epochs | lr | negatives | observations | groups/fold | mean validation NDCG@10: w=1 (first stage) | best w | at best w |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(base.glob("*/trained.json")):
+        m = json.loads(path.read_text())
+        c = m["config"]
+        first = np.mean([f["validation_ndcg_by_w"]["1.0"] for f in m["folds"]])
+        best = np.mean([f["validation_ndcg_by_w"][str(float(f["fuse_w"]))] for f in m["folds"]])
+        lines.append(f"| {m['name']} | {c['folds']} | {c['epochs']} | {c['lr']} | {c['negatives']} | {c['observations']} | "
+                     f"{int(np.mean([f['train_groups'] for f in m['folds']])):,} | {first:.4f} | {[f['fuse_w'] for f in m['folds']]} | {best:.4f} |")
+    return "\n".join(lines) + "\n"

@@ -45,6 +45,7 @@ class RIFExperiment:
     decay: float = 0.005
     eager_decay: bool = False
     second_stage: str = "fused"
+    calibration: bool = True
     limit_queries: int | None = None
     conversations: int | None = None
     snapshot_every: int = 500
@@ -76,7 +77,7 @@ class RIFExperiment:
         qids = [q.id for q in ds.queries]
         encoder = LazyEncoder(self.pipeline.encoder)
         qvecs = EmbeddingCache(builder.root, encoder.name).embed(encoder, [q.text for q in ds.queries], progress=self.progress)
-        ctx = ReplayContext(ds, pools.packed(qids), qvecs, self.second_stage)
+        ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage)
         burn_in = self.burn_in or (3000 if ds.name == "nfcorpus" else 5000)
         arms = self.arm_list()
         seeds = [PAPER_SEED + s for s in range(self.seeds)]

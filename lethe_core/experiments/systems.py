@@ -108,6 +108,21 @@ def summarise(per_query: pd.DataFrame, seed: int = 0) -> list[dict]:
     return out
 
 
+def per_fold(per_query: pd.DataFrame, ds: Dataset, manifest: dict, seed: int = 0) -> list[dict]:
+    conv = {q.id: q.conversation_id for q in ds.queries}
+    out = []
+    for f in manifest["folds"]:
+        mine = per_query[per_query["query_id"].map(conv).isin(f["eval_conversations"])]
+        if mine.empty:
+            continue
+        wide = mine.pivot(index="query_id", columns="system", values="ndcg@10")
+        out.append({"fold": f["fold"], "eval_conversations": f["eval_conversations"], "n_queries": int(len(wide)),
+                    **{f"ndcg@10_{s}": float(wide[s].mean()) for s in ("rrf", "full", "control")},
+                    "p_full_vs_rrf": stats.paired_permutation_test(wide["full"], wide["rrf"], seed=seed),
+                    "fuse_w": f["fuse_w"], "calibration": f["calibration"]})
+    return out
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
 
@@ -123,6 +138,7 @@ class SystemsExperiment:
     conversations: int | None = None  # keep only the first N conversations (quick runs)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     second_stage: str = "fused"  # "ce" forces the pure reranker order even when a fusion weight exists
+    calibration: bool = True  # False: behaviour/abstention read the raw logit
     seed: int = 0
     progress: bool = True
 
@@ -134,11 +150,12 @@ class SystemsExperiment:
 
     def run(self, results_root: Path | None = None) -> dict:
         ds = self.load()
-        builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
+        reranker = resolve_reranker(self.reranker)
+        builder = PoolBuilder(ds, reranker, self.pipeline, progress=self.progress)
         pools = builder.build()
-        packed = pools.packed([q.id for q in ds.queries])
+        packed = pools.packed([q.id for q in ds.queries], self.calibration)
         per_query = evaluate_systems(ds, packed, self.pipeline.pool_size, self.second_stage)
-        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{self.second_stage}-{builder.key}"
+        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{self.second_stage}-{'cal' if self.calibration else 'raw'}-{builder.key}"
         out_dir = Path(results_root or results_dir()) / name
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = {
@@ -148,6 +165,9 @@ class SystemsExperiment:
             "systems": summarise(per_query, self.seed), "pool_key": builder.key, "results_dir": str(out_dir),
             "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
         }
+        manifest = getattr(reranker, "manifest", None)
+        if manifest:  # fold-trained reranker: each fold's queries were scored by a model that never saw them
+            summary["per_fold"] = per_fold(per_query, ds, manifest, self.seed)
         _atomic_write(out_dir / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
         _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
         return summary

@@ -5,7 +5,6 @@ Backends are chosen by a name string everywhere (`--reranker`):
                  (default name cross-encoder/ms-marco-MiniLM-L-6-v2);
 - `local:<path>` any CrossEncoder folder on disk;
 - `trained:<name>` cross-encoders trained here per fold of conversations (`lethe-lab reranker train`);
-                 `trained:<name>:raw` is the same without logit calibration;
 - `test:lexical` a tiny deterministic lexical scorer for fast tests (not a model).
 Every pool and result file records the reranker's name.
 """
@@ -97,9 +96,8 @@ def load_reranker(spec: str) -> Reranker:
     if kind == "trained":
         from ..training import FoldedReranker
 
-        name, _, raw = arg.partition(":")
-        return FoldedReranker(name, calibrate=raw != "raw")
-    raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path>, trained:<name>[:raw] or test:lexical")
+        return FoldedReranker(arg)
+    raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path>, trained:<name> or test:lexical")
 
 
 DEFAULT_TRAINED = "minilm-2fold"
