@@ -26,6 +26,7 @@ StageOpt = typer.Option("fused", "--second-stage", help="fused (validated fusion
 LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries")
 ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (quick runs)")
 KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30, or 80)")
+EncoderOpt = typer.Option("minilm", "--encoder", help="minilm (bundled all-MiniLM-L6-v2) | a sentence-transformers folder | test:hash")
 
 
 def _fail(exc: Exception) -> None:
@@ -81,14 +82,14 @@ def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Option
 @_guard
 def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-                reranker: str = RerankerOpt, k_leg: int = KLegOpt) -> None:
+                reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt) -> None:
     """Score every query's candidate union once and cache it (resumable)."""
     from .experiments.systems import SystemsExperiment
     from .pools import PoolBuilder
     from .retrieval.pipeline import PipelineConfig
     from .retrieval.rerank import resolve_reranker
 
-    exp = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg))
+    exp = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder))
     ds = exp.load()
     pools = PoolBuilder(ds, resolve_reranker(reranker), exp.pipeline).build()
     typer.echo(f"{len(pools.query_ids())} query pools ({len(pools.frame):,} candidates) in {pools.directory} [reranker {pools.reranker}]")
@@ -99,12 +100,12 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
-            as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+            encoder: str = EncoderOpt, as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from .experiments.systems import SystemsExperiment
     from .retrieval.pipeline import PipelineConfig
 
-    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg),
+    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder),
                                 second_stage=second_stage, calibration=calibration).run()
     if as_json:
         typer.echo(json.dumps(summary))
@@ -185,13 +186,15 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
             eager_decay: bool = typer.Option(False, "--eager-decay", help="decay at read time instead of lazily on update"),
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
-            as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+            encoder: str = EncoderOpt, as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
     """Replay RIF arms under a protocol from cached pools; prints the table and writes data/results/<run>/."""
     from .experiments.rif import RIFExperiment
+    from .retrieval.pipeline import PipelineConfig
 
     exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
                         arms=arms.split(",") if arms else None, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
-                        eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries, conversations=conversations)
+                        eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries,
+                        conversations=conversations, pipeline=PipelineConfig(encoder=encoder))
     summary = exp.run()
     if as_json:
         typer.echo(json.dumps(summary))

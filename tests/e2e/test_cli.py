@@ -1,6 +1,7 @@
 """The CLI end to end on small real data (bundled MiniLM, lexical test reranker)."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -58,3 +59,28 @@ def test_systems_json_is_deterministic_and_complete():
 def test_module_entry_point():
     out = subprocess.run([sys.executable, "-m", "lethe_core", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "systems" in out.stdout
+
+
+def test_rif_run_three_protocols_deterministic_json():
+    base = ("rif", "run", "locomo", "--conversations", "2", "--reranker", "test:lexical", "--encoder", "test:hash",
+            "--seeds", "2", "--burn-in", "600", "--arms", "global-gap,clustered10-gap,control", "--json")
+    for protocol in ("paper", "heldout", "prequential"):
+        args = (*base, "--protocol", protocol)
+        first = invoke(*args)
+        assert first.exit_code == 0, first.output
+        a = json.loads(first.stdout.strip().splitlines()[-1])
+        assert a["protocol"] == protocol and a["seeds"] == [42, 43] and a["reranker"] == "test:lexical"
+        assert [x["name"] for x in a["arms"]] == ["baseline", "global-gap", "clustered10-gap", "control"]
+        for arm in a["arms"]:
+            assert {"mean", "ci", "seed_sd"} <= set(arm["ndcg@10"]) and "p_holm" in arm and "recall@30" in arm
+            assert "suppressed_entries" in arm and "delta_ndcg" in arm
+        b = json.loads(invoke(*args).stdout.strip().splitlines()[-1])
+        assert a["arms"] == b["arms"]  # same seeds, same numbers
+        assert (Path(a["results_dir"]) / "per_query.parquet").exists()
+
+
+def test_rif_unknown_arm_and_protocol():
+    res = invoke("rif", "run", "synthetic:500", "--arms", "nonsense", "--reranker", "test:lexical", "--encoder", "test:hash")
+    assert res.exit_code == 2 and "unknown arms" in res.output
+    res = invoke("rif", "run", "synthetic:500", "--protocol", "magic", "--reranker", "test:lexical")
+    assert res.exit_code == 2 and "protocol must be one of" in res.output

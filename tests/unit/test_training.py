@@ -67,3 +67,15 @@ def test_missing_trained_model_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
     with pytest.raises(RerankerUnavailable, match="lethe-lab reranker train"):
         load_reranker("trained:nothing")
+
+
+def test_systems_report_per_fold_results(trained, monkeypatch):
+    from lethe_core.experiments.systems import SystemsExperiment
+
+    home, manifest = trained
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    s = SystemsExperiment("synthetic:3000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"), progress=False).run()
+    assert s["reranker"] == "trained:tiny" and s["calibrated"] is True
+    assert sum(f["n_queries"] for f in s["per_fold"]) == s["n_queries"]
+    assert {f["fold"] for f in s["per_fold"]} == {0, 1}
+    assert all("p_vs_rrf" in row for row in s["systems"] if row["name"] != "rrf")
