@@ -20,6 +20,7 @@ import numpy as np
 from ..behaviour import top1_behaviour
 from ..datasets.model import Dataset
 from ..pools import PackedPools
+from . import fast
 from .clusters import QueryClusters
 from .replay import Arm, Judgements, learn, retrieve, score
 from .state import SuppressionState
@@ -74,12 +75,16 @@ def hot_cold_schedule(n: int, steps: int, seed: int, hot_frac: float = 0.2, hot_
 
 
 def _burn_in(ctx, arm: Arm, state, clusters_of, schedule, result: ProtocolResult, seed: int, snapshot_every: int, tag: str):
-    for step, i in enumerate(schedule, start=1):
-        c = int(clusters_of[i])
-        ret = retrieve(ctx.pools, i, arm, state, c, step, ctx.mode)
-        learn(ctx.pools, arm, state, c, step, ret)
-        if snapshot_every and step % snapshot_every == 0:
-            _snapshot(ctx, arm, state, step, seed, tag, result)
+    """Run the schedule in chunks between snapshots, through the compiled kernel when numba is there."""
+    chunk = snapshot_every or len(schedule)
+    for start in range(0, len(schedule), chunk):
+        part = schedule[start : start + chunk]
+        if not fast.burn_in(ctx.pools, arm, state, clusters_of, part, start + 1, ctx.mode):
+            for step, i in enumerate(part, start=start + 1):
+                c = int(clusters_of[i])
+                learn(ctx.pools, arm, state, c, step, retrieve(ctx.pools, i, arm, state, c, step, ctx.mode))
+        if snapshot_every and (start + len(part)) % snapshot_every == 0:
+            _snapshot(ctx, arm, state, start + len(part), seed, tag, result)
     return len(schedule)
 
 

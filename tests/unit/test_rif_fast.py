@@ -1,0 +1,33 @@
+"""The compiled burn-in kernel gives the same suppression state as the readable numpy path."""
+
+import numpy as np
+import pytest
+
+from lethe_core.rif import fast
+from lethe_core.rif.protocols import hot_cold_schedule
+from lethe_core.rif.replay import Arm, learn, retrieve
+from lethe_core.rif.state import RIFParams, SuppressionState
+from tests.unit.test_rif import tiny_context
+
+pytestmark = pytest.mark.skipif(fast.burn_in_kernel is None, reason="numba not installed")
+
+
+@pytest.mark.parametrize("rule", ["uniform", "gap"])
+@pytest.mark.parametrize("eager", [False, True])
+@pytest.mark.parametrize("mode, fuse_w", [("ce", np.nan), ("fused", 0.6)])
+def test_kernel_matches_numpy_path(rule, eager, mode, fuse_w):
+    ctx = tiny_context(seed=3)
+    ctx.pools.fuse_w[:] = fuse_w
+    arm = Arm("a", "rif", 2, rule, RIFParams(alpha=0.3, eta=0.2, eager=eager))
+    clusters_of = np.array([0, 1, 0, 1, 1, 0])
+    schedule, _ = hot_cold_schedule(6, 400, seed=7)
+    slow = SuppressionState(2, 40, arm.params)
+    for step, i in enumerate(schedule, start=1):
+        c = int(clusters_of[i])
+        learn(ctx.pools, arm, slow, c, step, retrieve(ctx.pools, int(i), arm, slow, c, step, mode))
+    quick = SuppressionState(2, 40, arm.params)
+    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[:150], 1, mode)
+    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[150:], 151, mode)  # resumes across chunks
+    assert slow.values.any()
+    np.testing.assert_allclose(quick.values, slow.values, atol=1e-12)
+    np.testing.assert_array_equal(quick.last, slow.last)
