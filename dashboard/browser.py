@@ -88,7 +88,7 @@ def capture(url: str, out_dir: Path, timeout: float = 90) -> dict[str, dict]:
             t0 = time.perf_counter()
             driver.get(f"{url}/{path}")
 
-            def rendered(d):
+            def rendered(d, page=page):
                 heads = [h.text for h in d.find_elements(By.CSS_SELECTOR, "h1")]
                 running = d.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
                 charts = d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")

@@ -215,7 +215,7 @@ def _read_parts(directory: Path) -> pd.DataFrame:
         except Exception as exc:  # truncated or foreign file: keep it for inspection, recompute its queries
             bad = part.with_suffix(".corrupt")
             os.replace(part, bad)
-            warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed")
+            warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed", stacklevel=2)
     if not frames:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
     return pd.concat(frames, ignore_index=True)

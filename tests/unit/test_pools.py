@@ -34,7 +34,7 @@ def test_pool_contents(dataset, tmp_path):
     f = pools.frame
     assert set(f["query_id"]) == {q.id for q in dataset.queries}
     assert pools.manifest["reranker"] == "test:lexical" and pools.manifest["pipeline"]["k_leg"] == 30
-    for qid, g in f.groupby("query_id"):
+    for _, g in f.groupby("query_id"):
         assert 30 <= len(g) <= 60  # the union of two top-30 legs
         assert list(g["rrf_rank"]) == list(range(len(g)))
         assert np.all(np.diff(g["rrf"].to_numpy()) <= 0)
