@@ -21,7 +21,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parent / "app.py"
 PAGES = {"overview": "", "clusters": "clusters", "suppression": "suppression", "chronic": "chronic",
          "behaviour": "behaviour", "inspector": "inspector", "whatif": "whatif"}
-CHARTS = {"overview": 1, "clusters": 3, "suppression": 2, "chronic": 2, "behaviour": 3, "inspector": 0, "whatif": 1}
+CHARTS = {"overview": 2, "clusters": 3, "suppression": 2, "chronic": 2, "behaviour": 3, "inspector": 0, "whatif": 1}
 TITLES = {"overview": "Overview", "clusters": "Query clusters", "suppression": "Suppression heatmap",
           "chronic": "Chronic false positives", "behaviour": "Behaviour decomposition", "inspector": "Query inspector",
           "whatif": "What-if replay"}

@@ -25,7 +25,9 @@ def headline(run: Run) -> pd.DataFrame:
             "arm": a["name"], "NDCG@10": n["mean"], "NDCG lo": n["ci"][0], "NDCG hi": n["ci"][1], "seed sd": n.get("seed_sd", 0.0),
             "Δ NDCG": d["mean"], "Δ lo": d["ci"][0], "Δ hi": d["ci"][1], "p": a["p"], "p (Holm)": a["p_holm"],
             "Recall@30": r["mean"], "Δ Recall@30": a["delta_recall"]["mean"],
-            "Δ vs control": (a.get("delta_vs_control") or {}).get("mean"), "p vs control": a.get("p_vs_control"),
+            "Δ vs control": (a.get("delta_vs_control") or {}).get("mean"),
+            "Δc lo": ((a.get("delta_vs_control") or {}).get("ci") or [None, None])[0],
+            "Δc hi": ((a.get("delta_vs_control") or {}).get("ci") or [None, None])[1], "p vs control": a.get("p_vs_control"),
             "suppressed (cluster, entry)": sum(v["entries"] for v in a["suppressed_entries"].values()) if a["suppressed_entries"] else 0,
         })
     return pd.DataFrame(rows)

@@ -76,15 +76,16 @@ def answers(runs: dict[str, Run], n_entries: int) -> list[str]:
 def teacher_section(runs: dict[str, Run], study_rows: pd.DataFrame | None) -> str:
     if study_rows is None or study_rows.empty:
         return "_Teacher study not run._"
-    lines = ["| teacher | teacher NDCG@10 (reranked top-30) | noise σ | held-out gain clustered30-gap [95% CI] | p | paper-protocol gain | p |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| teacher | teacher NDCG@10 (reranked top-30) | noise σ | held-out gain clustered30-gap [95% CI] | p | paper-protocol gain | p | control-arm gain |",
+             "|---|---|---|---|---|---|---|---|"]
     for _, r in study_rows.sort_values("teacher_ndcg@10").iterrows():
         held = "–" if pd.isna(r.get("heldout_gain")) else f"{r['heldout_gain']:+.4f} [{r['heldout_gain_lo']:+.4f}, {r['heldout_gain_hi']:+.4f}]"
         paper = "–" if pd.isna(r.get("paper_gain")) else f"{r['paper_gain']:+.4f}"
         name = "simulated" if r["teacher"] == "simulated" else f"**{r['teacher']}** (real)"
         sigma = "–" if pd.isna(r["sigma"]) else f"{r['sigma']:.2f}"
         lines.append(f"| {name} | {r['teacher_ndcg@10']:.4f} | {sigma} | {held} | {_p(r.get('heldout_p')) if not pd.isna(r.get('heldout_p', float('nan'))) else '–'} | "
-                     f"{paper} | {_p(r.get('paper_p')) if not pd.isna(r.get('paper_p', float('nan'))) else '–'} |")
+                     f"{paper} | {_p(r.get('paper_p')) if not pd.isna(r.get('paper_p', float('nan'))) else '–'} | "
+                     + ("–" if pd.isna(r.get("control_gain", float("nan"))) else f"{r['control_gain']:+.4f}") + " |")
     return "\n".join(lines)
 
 
@@ -116,7 +117,8 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
     if held and _arm(held, arm):
         h = _arm(held, arm)["delta_ndcg"]
         real.append({"name": reranker, "teacher_ndcg@10": base_ndcg, "heldout_gain": h["mean"], "heldout_gain_lo": h["ci"][0],
-                     "heldout_gain_hi": h["ci"][1], "paper_gain": _arm(paper, arm)["delta_ndcg"]["mean"]})
+                     "heldout_gain_hi": h["ci"][1], "paper_gain": _arm(paper, arm)["delta_ndcg"]["mean"],
+                     "control_gain": (_arm(paper, "control") or {"delta_ndcg": {"mean": None}})["delta_ndcg"]["mean"]})
     study = TeacherStudy(levels=teacher_levels).run(ctx, real, name=f"teacher-{dataset}")
     systems = sorted(results_dir().glob(f"systems-{dataset}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
     sys_summary = next((json.loads((p / "summary.json").read_text()) for p in systems

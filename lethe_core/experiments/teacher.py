@@ -4,7 +4,9 @@ The teacher here is *simulated* and labelled so everywhere: logit = 3 * [relevan
 for every pool member (seeded), with sigma found by bisection so that the reranked top-P pool
 reaches a target NDCG@10. Targets run from the first stage's own level (RRF) to the oracle
 (sigma = 0). At each level the clustered rank-gap arm is replayed against the baseline under the
-held-out protocol (and the paper protocol, for contrast). Real rerankers are placed on the same
+held-out protocol (and the paper protocol, for contrast), with the control arm (rerank the whole union,
+no RIF) beside it: under repeated visits RIF cycles rejected entries out of the pool, so it drifts
+towards the control arm, and it can only help where the teacher reranks the union better than the top-P. Real rerankers are placed on the same
 axis by their own baseline NDCG@10 and gain. Never read a simulated point as a cross-encoder result.
 """
 
@@ -69,7 +71,8 @@ class TeacherStudy:
         p, j = ctx.pools, ctx.judgements
         first_stage = pool_ndcg(p, j, -np.concatenate([np.arange(p.rows(i).stop - p.rows(i).start) for i in range(len(p.query_ids))]).astype(np.float32))
         oracle = pool_ndcg(p, j, simulate_logits(j, 0.0, self.seed))
-        arms = [Arm("baseline", "baseline"), Arm(f"clustered{self.arm_k}-{self.rule}", "rif", self.arm_k, self.rule, RIFParams())]
+        arms = [Arm("baseline", "baseline"), Arm(f"clustered{self.arm_k}-{self.rule}", "rif", self.arm_k, self.rule, RIFParams()),
+                Arm("control", "control")]
         rows = []
         for target in np.linspace(first_stage, oracle, self.levels):
             sigma = sigma_for(p, j, float(target), self.seed)
@@ -84,11 +87,14 @@ class TeacherStudy:
                 d = stats.paired_delta_ci(mine.to_numpy(), base.to_numpy(), seed=self.seed)
                 row.update({f"{protocol}_gain": d.mean, f"{protocol}_gain_lo": d.lo, f"{protocol}_gain_hi": d.hi,
                             f"{protocol}_p": stats.paired_permutation_test(mine.to_numpy(), base.to_numpy(), seed=self.seed)})
+                if protocol == "paper":  # the control arm (rerank the whole union) does not depend on the protocol
+                    ctrl = df[df["arm"] == "control"].set_index(["query_id", "split"])["ndcg@10"].reindex(base.index)
+                    row["control_gain"] = float((ctrl - base).mean())
             rows.append(row)
         for r in real or []:
             rows.append({"teacher": r["name"], "sigma": np.nan, "teacher_ndcg@10": r["teacher_ndcg@10"],
                          "heldout_gain": r.get("heldout_gain"), "heldout_gain_lo": r.get("heldout_gain_lo"),
-                         "heldout_gain_hi": r.get("heldout_gain_hi"), "paper_gain": r.get("paper_gain")})
+                         "heldout_gain_hi": r.get("heldout_gain_hi"), "paper_gain": r.get("paper_gain"), "control_gain": r.get("control_gain")})
         table = pd.DataFrame(rows)
         out = Path(results_root or results_dir()) / name
         out.mkdir(parents=True, exist_ok=True)

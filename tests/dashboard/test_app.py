@@ -33,7 +33,7 @@ def test_page_renders_without_errors(results_home, page):
     assert not at.error, [e.value for e in at.error]
     assert at.title and at.title[0].value
     charts = at.get("plotly_chart")
-    expected_charts = {"overview": 1, "clusters": 3, "suppression": 2, "chronic": 1, "behaviour": 3, "inspector": 0, "whatif": 1}
+    expected_charts = {"overview": 2, "clusters": 3, "suppression": 2, "chronic": 1, "behaviour": 3, "inspector": 0, "whatif": 1}
     assert len(charts) >= expected_charts[page]
 
 
