@@ -83,12 +83,13 @@ def final_state(run: Run, arm: str, n_entries: int, n_clusters: int, split: str 
     s = s[s["arm"] == arm]
     if split:
         s = s[s["split"] == split]
-    values = np.zeros((n_clusters, n_entries))
     if len(s):
         last = s[s["step"] == s["step"].max()]
         last = last[last["split"] == last["split"].iloc[0]]
+        values = np.zeros((max(n_clusters, int(last["cluster"].max()) + 1), n_entries))
         values[last["cluster"].to_numpy(), last["doc_idx"].to_numpy()] = last["value"].to_numpy()
-    return values
+        return values
+    return np.zeros((n_clusters, n_entries))
 
 
 def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int, top: int = 15) -> pd.DataFrame:
@@ -101,8 +102,10 @@ def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int
     p, j = ctx.pools, ctx.judgements
     pq = first_seed(run)
     rows = pq[(pq["arm"] == arm) & (pq["cluster"] == cluster)]
-    k = 1 if arm.startswith("global") else int(pq.loc[pq["arm"] == arm, "cluster"].max()) + 1
-    state = final_state(run, arm, ctx.n_entries, max(k, cluster + 1))
+    # Held-out runs fit clusters per direction: cluster ids only mean something within one split.
+    split = rows["split"].iloc[0] if len(rows) else None
+    rows = rows[rows["split"] == split]
+    state = final_state(run, arm, ctx.n_entries, cluster + 1, split)
     alpha = run.config.get("alpha", 0.3)
     P = run.config["pipeline"]["pool_size"]
     pos = {q: i for i, q in enumerate(p.query_ids)}
@@ -163,8 +166,7 @@ def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str) -> pd
     pq = first_seed(run)
     row = pq[(pq["arm"] == arm) & (pq["query_id"] == query_id)]
     cluster = int(row["cluster"].iloc[0]) if len(row) else 0
-    k = int(pq.loc[pq["arm"] == arm, "cluster"].max()) + 1 if len(pq[pq["arm"] == arm]) else 1
-    state = final_state(run, arm, ctx.n_entries, max(k, cluster + 1))
+    state = final_state(run, arm, ctx.n_entries, cluster + 1, row["split"].iloc[0] if len(row) else None)
     alpha = run.config.get("alpha", 0.3)
     P = run.config["pipeline"]["pool_size"]
     docs = p.doc_idx[r]

@@ -210,10 +210,11 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
               values: str = typer.Option("1,10,30,50,100", "--values", help="comma-separated values"),
               rule: str = typer.Option("gap", "--rule", help="uniform | gap"),
               seeds: int = typer.Option(1, "--seeds"), limit_queries: Optional[int] = LimitOpt,
-              conversations: Optional[int] = ConvOpt, reranker: str = RerankerOpt,
+              conversations: Optional[int] = ConvOpt, reranker: str = RerankerOpt, encoder: str = EncoderOpt,
               as_json: bool = typer.Option(False, "--json")) -> None:
     """NDCG@10 delta vs baseline as one parameter varies (K, alpha or eta)."""
     from .experiments.rif import RIFExperiment
+    from .retrieval.pipeline import PipelineConfig
 
     rows = []
     for raw in values.split(","):
@@ -222,7 +223,8 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
         arm = f"global-{rule}" if k == 1 else f"clustered{k}-{rule}"
         kw = {"alpha": v} if param == "alpha" else {"eta": v} if param == "eta" else {}
         s = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol, arms=[arm], ks=(k,) if k > 1 else (),
-                          seeds=seeds, limit_queries=limit_queries, conversations=conversations, progress=False, **kw).run()
+                          seeds=seeds, limit_queries=limit_queries, conversations=conversations, progress=False, map=False,
+                          pipeline=PipelineConfig(encoder=encoder), **kw).run()
         a = s["arms"][-1]
         rows.append({param: v, "arm": arm, "ndcg@10": a["ndcg@10"]["mean"], "delta_ndcg": a["delta_ndcg"]["mean"],
                      "delta_ci": a["delta_ndcg"]["ci"], "p": a["p"], "results_dir": s["results_dir"]})

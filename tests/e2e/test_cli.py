@@ -84,3 +84,12 @@ def test_rif_unknown_arm_and_protocol():
     assert res.exit_code == 2 and "unknown arms" in res.output
     res = invoke("rif", "run", "synthetic:500", "--protocol", "magic", "--reranker", "test:lexical")
     assert res.exit_code == 2 and "protocol must be one of" in res.output
+
+
+def test_rif_sweep_over_k():
+    res = invoke("rif", "sweep", "locomo", "--conversations", "2", "--reranker", "test:lexical", "--encoder", "test:hash", "--param", "k",
+                 "--values", "1,10", "--rule", "gap", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [r["arm"] for r in out["rows"]] == ["global-gap", "clustered10-gap"]
+    assert all(-1 <= r["delta_ndcg"] <= 1 and r["p"] is not None for r in out["rows"])
