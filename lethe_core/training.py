@@ -270,9 +270,10 @@ def reranker_report(name: str, systems: list[dict], root: Path | None = None) ->
                   "| system | NDCG@10 [95% CI] | Recall@10 | pool Recall@30 | Δ vs rrf [95% CI] | p vs rrf |", "|---|---|---|---|---|---|"]
         for row in s["systems"]:
             d = row.get("delta_vs_rrf")
-            lines.append(f"| {row['name']} | {row['ndcg@10']:.4f} [{row['ndcg@10_ci'][0]:.4f}, {row['ndcg@10_ci'][1]:.4f}] | {row['recall@10']:.4f} | "
-                         f"{row['pool_recall@30']:.4f} | " + (f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–")
-                         + f" | {row['p_vs_rrf']:.4f} |" if "p_vs_rrf" in row else " – |")
+            delta = f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–"
+            p = f"{row['p_vs_rrf']:.4f}" if "p_vs_rrf" in row else "–"
+            lines.append(f"| {row['name']} | {row['ndcg@10']:.4f} [{row['ndcg@10_ci'][0]:.4f}, {row['ndcg@10_ci'][1]:.4f}] | "
+                         f"{row['recall@10']:.4f} | {row['pool_recall@30']:.4f} | {delta} | {p} |")
         if s.get("per_fold"):
             lines += ["", "| fold | queries | NDCG@10 rrf | full | control | p full vs rrf |", "|---|---|---|---|---|---|"]
             for f in s["per_fold"]:
