@@ -15,6 +15,7 @@ HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `
 @st.cache_data(ttl=30, show_spinner=False)
 def _runs(root: str) -> tuple[list[tuple[str, str]], list[str]]:
     runs, problems = list_runs(root)
+    runs.sort(key=lambda r: r.summary["protocol"] != "paper")  # stable: newest paper-protocol run first, as the default
     return [(str(r.path), r.label) for r in runs], problems
 
 
