@@ -74,10 +74,4 @@ class BM25Index:
         return idx, scores[idx]
 
 
-def idf_of(index: BM25Index, term: str) -> float:
-    """IDF of a term (0 for unknown terms, as rank-bm25's `idf.get(q) or 0`)."""
-    j = index.vocab.get(term)
-    return 0.0 if j is None else float(index.idf[j])
-
-
-__all__ = ["BM25Index", "BM25Params", "idf_of"]
+__all__ = ["BM25Index", "BM25Params"]
