@@ -24,7 +24,7 @@ else:
     corpus = ctx.dataset.corpus
     hover = [[corpus[corpus.index[d]].text[:120] for d in matrix.columns] for _ in matrix.index]
     fig = px.imshow(matrix.to_numpy(), x=[d.split(":", 1)[-1] if ":" in d else d for d in matrix.columns],
-                    y=[f"cluster {c}" for c in matrix.index], color_continuous_scale="Reds", zmin=0, zmax=1, aspect="auto",
+                    y=[f"cluster {c}" for c in matrix.index], color_continuous_scale="Reds", zmin=0, zmax=float(matrix.to_numpy().max()), aspect="auto",
                     labels=dict(color="suppression"), height=120 + 18 * len(matrix.index))
     fig.update_traces(customdata=hover, hovertemplate="%{y} · %{x}<br>s = %{z:.3f}<br>%{customdata}<extra></extra>")
     st.plotly_chart(fig, width="stretch")
