@@ -141,15 +141,9 @@ class PoolBuilder:
             "key": self.key,
         }
 
-    def _parts(self) -> list[Path]:
-        return _parts(self.directory)
-
-    def _read_parts(self) -> pd.DataFrame:
-        return _read_parts(self.directory)
-
     def _write_part(self, rows: list[pd.DataFrame]) -> None:
         table = pa.Table.from_pandas(pd.concat(rows, ignore_index=True), schema=SCHEMA, preserve_index=False)
-        n = len(self._parts())
+        n = len(_parts(self.directory))
         tmp = self.directory / f".tmp-{uuid.uuid4().hex}.parquet"
         pq.write_table(table, tmp)
         os.replace(tmp, self.directory / f"part-{n:05d}-{uuid.uuid4().hex[:8]}.parquet")
@@ -164,39 +158,41 @@ class PoolBuilder:
             tmp = manifest_path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.manifest(), indent=2))
             os.replace(tmp, manifest_path)
-        done = set(self._read_parts()["query_id"].unique())
+        stored = _read_parts(self.directory)
+        done = set(stored["query_id"].unique())
         todo = [q for q in queries if q.id not in done]
-        if todo:
-            from tqdm.auto import tqdm
+        if not todo:
+            return _pools(self.directory, stored, queries)
+        from tqdm.auto import tqdm
 
-            corpus = self.dataset.require_corpus()
-            retriever = self.retriever  # indexes (and any embedding) before the pool progress bar starts
-            retriever.embed_queries(todo)  # one cache write for all queries, not one per batch
-            bar = tqdm(total=len(queries), initial=len(queries) - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
-                       unit="q", disable=not self.progress)
-            pending: list[pd.DataFrame] = []
-            last, flushed = time.monotonic(), 0
-            for start in range(0, len(todo), batch):
-                chunk = todo[start : start + batch]
-                for query, cand in zip(chunk, retriever.candidates(chunk)):
-                    scorer = route(self.reranker, query)
-                    logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
-                    a, b = getattr(scorer, "calibration", (1.0, 0.0))
-                    pending.append(pd.DataFrame({
-                        "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
-                        "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
-                        "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
-                        "dense_score": cand.dense_score, "logit": logits, "calibrated": a * logits + b,
-                        "fuse_w": np.float32(getattr(scorer, "fuse_w", np.nan)),
-                    }))
-                    bar.update(1)
-                if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:
-                    self._write_part(pending)
-                    flushed += len(pending)
-                    pending, last = [], time.monotonic()
-                    if on_flush:
-                        on_flush(flushed)
-            bar.close()
+        corpus = self.dataset.require_corpus()
+        retriever = self.retriever  # indexes (and any embedding) before the pool progress bar starts
+        retriever.embed_queries(todo)  # one cache write for all queries, not one per batch
+        bar = tqdm(total=len(queries), initial=len(queries) - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
+                   unit="q", disable=not self.progress)
+        pending: list[pd.DataFrame] = []
+        last, flushed = time.monotonic(), 0
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            for query, cand in zip(chunk, retriever.candidates(chunk)):
+                scorer = route(self.reranker, query)
+                logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                a, b = getattr(scorer, "calibration", (1.0, 0.0))
+                pending.append(pd.DataFrame({
+                    "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
+                    "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
+                    "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
+                    "dense_score": cand.dense_score, "logit": logits, "calibrated": a * logits + b,
+                    "fuse_w": np.float32(getattr(scorer, "fuse_w", np.nan)),
+                }))
+                bar.update(1)
+            if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:
+                self._write_part(pending)
+                flushed += len(pending)
+                pending, last = [], time.monotonic()
+                if on_flush:
+                    on_flush(flushed)
+        bar.close()
         return self.load(queries)
 
     def load(self, queries: Sequence[Query] | None = None) -> Pools:
@@ -227,7 +223,10 @@ def pools_dir(dataset_name: str, key: str, root: Path | None = None) -> Path:
 
 def load_pools(directory: Path, queries: Sequence[Query] | None = None) -> Pools:
     """Read stored pools (no model needed), optionally only those of `queries`."""
-    frame = _read_parts(directory)
+    return _pools(directory, _read_parts(directory), queries)
+
+
+def _pools(directory: Path, frame: pd.DataFrame, queries: Sequence[Query] | None) -> Pools:
     if queries is not None:
         wanted = {q.id for q in queries}
         frame = frame[frame["query_id"].isin(wanted)].reset_index(drop=True)
