@@ -19,7 +19,8 @@ import numpy as np
 
 from lethe_core.experiments.rif import RIFExperiment
 from lethe_core.pools import PoolBuilder
-from lethe_core.retrieval.dense import EmbeddingCache, LazyEncoder
+from lethe_core.datasets import load_dataset
+from lethe_core.retrieval.pipeline import query_vectors
 from lethe_core.retrieval.rerank import resolve_reranker
 from lethe_core.rif.clusters import QueryClusters
 from lethe_core.rif.protocols import ReplayContext, hot_cold_schedule, run_paper
@@ -63,13 +64,9 @@ def main() -> None:
     args = ap.parse_args()
 
     exp = RIFExperiment(dataset=args.dataset, reranker=args.reranker, seeds=1, progress=False)
-    from lethe_core.experiments.systems import SystemsExperiment
-
-    ds = SystemsExperiment(args.dataset, reranker=args.reranker).load()
-    builder = PoolBuilder(ds, resolve_reranker(args.reranker), exp.pipeline, progress=False)
-    pools = builder.build()
-    enc = LazyEncoder(exp.pipeline.encoder)
-    qvecs = EmbeddingCache(builder.root, enc.name).embed(enc, [q.text for q in ds.queries])
+    ds = load_dataset(args.dataset)
+    pools = PoolBuilder(ds, resolve_reranker(args.reranker), exp.pipeline, progress=False).build()
+    qvecs = query_vectors(ds.queries, exp.pipeline)
     ctx = ReplayContext(ds, pools.packed([q.id for q in ds.queries]), qvecs, "ce")
     arms = exp.arm_list()
 

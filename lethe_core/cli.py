@@ -84,14 +84,13 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
                 reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt) -> None:
     """Score every query's candidate union once and cache it (resumable)."""
-    from .experiments.systems import SystemsExperiment
+    from .datasets import load_dataset
     from .pools import PoolBuilder
     from .retrieval.pipeline import PipelineConfig
     from .retrieval.rerank import resolve_reranker
 
-    exp = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder))
-    ds = exp.load()
-    pools = PoolBuilder(ds, resolve_reranker(reranker), exp.pipeline).build()
+    ds = load_dataset(dataset, path, conversations, limit_queries)
+    pools = PoolBuilder(ds, resolve_reranker(reranker), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
     typer.echo(f"{len(pools.query_ids())} query pools ({len(pools.frame):,} candidates) in {pools.directory} [reranker {pools.reranker}]")
 
 

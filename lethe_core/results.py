@@ -127,25 +127,22 @@ def list_runs(root: str | Path | None = None, prefix: str = "rif-") -> tuple[lis
 
 def replay_context(run: Run):
     """Rebuild the replay inputs (dataset, packed pools, query vectors) of a run from the caches, without models."""
-    from .experiments.systems import SystemsExperiment
+    from .datasets import load_dataset
     from .paths import cache_dir
     from .pools import load_pools, pools_dir
     from .retrieval.bm25 import BM25Params
     from .retrieval.dense import EmbeddingCache, LazyEncoder
-    from .retrieval.pipeline import PipelineConfig
+    from .retrieval.pipeline import PipelineConfig, query_vectors
     from .rif.protocols import ReplayContext
 
     c = run.config
     pipeline = PipelineConfig(**{**c["pipeline"], "bm25": BM25Params(**c["pipeline"]["bm25"])})
-    ds = SystemsExperiment(c["dataset"], c["path"], c["reranker"], c["limit_queries"], c["conversations"], pipeline).load()
+    ds = load_dataset(c["dataset"], c["path"], c["conversations"], c["limit_queries"])
     directory = pools_dir(ds.name, c["pool_key"])
     if not (directory / "manifest.json").exists():
         raise ResultsError(f"the pools of this run are not cached at {directory}; rerun `lethe-lab rif run {ds.name}`")
     pools = load_pools(directory, ds.queries)
-    enc = LazyEncoder(pipeline.encoder)
-    cache = EmbeddingCache(cache_dir(), enc.name)
-    texts = [q.text for q in ds.queries]
-    if cache.count_missing(texts):
+    if EmbeddingCache(cache_dir(), LazyEncoder(pipeline.encoder).name).count_missing([q.text for q in ds.queries]):
         raise ResultsError("the query embeddings of this run are not cached; rerun the experiment")
-    return ReplayContext(ds, pools.packed([q.id for q in ds.queries], c.get("calibration", True)), cache.embed(enc, texts),
+    return ReplayContext(ds, pools.packed([q.id for q in ds.queries], c.get("calibration", True)), query_vectors(ds.queries, pipeline),
                          c.get("second_stage", "fused"))

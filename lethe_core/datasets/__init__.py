@@ -15,8 +15,19 @@ from .synthetic import generate_synthetic
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]")
 
 
-def load_dataset(name: str, path: str | Path | None = None) -> Dataset:
-    """Load a dataset by name: `locomo`, `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`."""
+def load_dataset(name: str, path: str | Path | None = None, conversations: int | None = None,
+                 limit_queries: int | None = None) -> Dataset:
+    """Load a dataset by name: `locomo`, `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`.
+
+    `conversations` keeps the first N conversations (turns and queries), `limit_queries` the first N queries.
+    """
+    ds = _load(name, path)
+    if conversations:
+        ds = ds.restrict_conversations(ds.conversation_ids()[:conversations])
+    return ds.limit_queries(limit_queries)
+
+
+def _load(name: str, path: str | Path | None) -> Dataset:
     if name.startswith("synthetic"):
         _, _, n = name.partition(":")
         return generate_synthetic(int(n) if n else 2000)

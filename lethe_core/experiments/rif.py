@@ -15,16 +15,15 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..datasets import Dataset
+from ..datasets import Dataset, load_dataset
 from ..paths import results_dir
 from ..pools import PoolBuilder
-from ..retrieval.dense import EmbeddingCache, LazyEncoder
-from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.pipeline import PipelineConfig, query_vectors
 from ..retrieval.rerank import resolve_reranker
 from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
 from ..rif.replay import Arm, standard_arms
 from ..rif.state import RIFParams
-from .systems import SystemsExperiment, _atomic_write, _slug
+from .systems import _atomic_write, _slug
 
 PAPER_SEED = 42
 
@@ -70,13 +69,11 @@ class RIFExperiment:
         return arms
 
     def run(self, results_root: Path | None = None) -> dict:
-        sysx = SystemsExperiment(self.dataset, self.path, self.reranker, self.limit_queries, self.conversations, self.pipeline)
-        ds: Dataset = sysx.load()
+        ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
         builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
         pools = builder.build()
         qids = [q.id for q in ds.queries]
-        encoder = LazyEncoder(self.pipeline.encoder)
-        qvecs = EmbeddingCache(builder.root, encoder.name).embed(encoder, [q.text for q in ds.queries], progress=self.progress)
+        qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
         ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage)
         burn_in = self.burn_in or (3000 if ds.name == "nfcorpus" else 5000)
         arms = self.arm_list()

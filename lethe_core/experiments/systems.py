@@ -142,14 +142,8 @@ class SystemsExperiment:
     seed: int = 0
     progress: bool = True
 
-    def load(self) -> Dataset:
-        ds = load_dataset(self.dataset, self.path)
-        if self.conversations:
-            ds = ds.restrict_conversations(ds.conversation_ids()[: self.conversations])
-        return ds.limit_queries(self.limit_queries)
-
     def run(self, results_root: Path | None = None) -> dict:
-        ds = self.load()
+        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
         reranker = resolve_reranker(self.reranker)
         builder = PoolBuilder(ds, reranker, self.pipeline, progress=self.progress)
         pools = builder.build()

@@ -44,6 +44,12 @@ class Candidates:
     rrf: np.ndarray
 
 
+def query_vectors(queries: Sequence[Query], config: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
+    """The queries' bi-encoder embeddings through the on-disk cache (the model loads only for texts not cached)."""
+    encoder = LazyEncoder(config.encoder)
+    return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, [q.text for q in queries], progress=progress)
+
+
 class HybridRetriever:
     def __init__(self, corpus: Corpus, config: PipelineConfig = PipelineConfig(), encoder: Encoder | None = None,
                  cache_root: Path | None = None, progress: bool = True):
