@@ -93,3 +93,13 @@ def test_rif_sweep_over_k():
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert [r["arm"] for r in out["rows"]] == ["global-gap", "clustered10-gap"]
     assert all(-1 <= r["delta_ndcg"] <= 1 and r["p"] is not None for r in out["rows"])
+
+
+def test_pools_build_then_resume():
+    args = ("pools", "build", "synthetic:500", "--reranker", "test:lexical", "--encoder", "test:hash")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    assert "18 query pools" in first.output and "[reranker test:lexical]" in first.output
+    again = invoke(*args)  # everything cached: same answer, nothing rebuilt
+    summary = first.output[first.output.index("18 query pools"):].strip()
+    assert again.exit_code == 0 and summary in again.output and "pools synthetic-500" not in again.output  # no progress: nothing rebuilt
