@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 
 from .results import Run
-from .rif.protocols import ReplayContext, run_frozen, run_heldout, run_prequential, conversation_halves
+from .rif.protocols import ReplayContext, conversation_halves, run_frozen, run_heldout, run_prequential
 from .rif.replay import Arm
 from .rif.state import RIFParams
+from .second_stage import final_order
 
 BEHAVIOURS = ("exact_episode", "sibling_confusion", "wrong_family")
 
@@ -114,8 +115,6 @@ def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int
         i = pos[qid]
         r = p.rows(i)
         docs, grade = p.doc_idx[r], j.grade[r]
-        from .second_stage import final_order
-
         pool = np.arange(min(P, len(docs)))
         answer = set(pool[final_order(p.calibrated[r][pool], float(p.fuse_w[i]), ctx.mode)][:10].tolist())
         adjusted = p.rrf[r] - alpha * state[cluster, docs]
@@ -158,8 +157,6 @@ def behaviour_table(run: Run, by: str | None = None) -> pd.DataFrame:
 
 def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str) -> pd.DataFrame:
     """Every union member of one query: first-stage ranks, penalty under the arm's final state, final ranks."""
-    from .second_stage import final_order
-
     p, j = ctx.pools, ctx.judgements
     i = p.query_ids.index(query_id)
     r = p.rows(i)
