@@ -159,12 +159,13 @@ def run_prequential(ctx: ReplayContext, arms: list[Arm], seed: int = 42, bootstr
     result = ProtocolResult()
     order = arrival_order(ctx, seed)
     n = len(order)
+    fitted: dict[int, QueryClusters] = {}  # arms with the same K share one fit, as in run_frozen
     for arm in arms:
         state = SuppressionState(1, ctx.n_entries, arm.params) if arm.kind == "rif" else None
         clusters_of = np.zeros(len(ctx.pools.query_ids), dtype=np.int64)
         for t, i in enumerate(order, start=1):
             if arm.kind == "rif" and arm.k > 1 and t == min(bootstrap, n) + 1:
-                cl = QueryClusters.fit(ctx.query_vectors[order[: t - 1]], arm.k, seed=seed)
+                cl = _clusters(fitted, ctx.query_vectors[order[: t - 1]], arm.k, seed)
                 clusters_of = cl.assign(ctx.query_vectors)
                 grown = SuppressionState(cl.k, ctx.n_entries, arm.params)
                 grown.values[:], grown.last[:] = state.values[0], state.last[0]

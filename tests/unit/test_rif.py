@@ -139,3 +139,21 @@ def test_clusters_global_and_kmeans():
     assert len(set(labels[:50])) == 1 and len(set(labels)) == 3
     with pytest.raises(ValueError):
         QueryClusters.fit(pts[:2], 3)
+
+
+def test_fast_replay_metrics_match_the_reference_metrics():
+    from lethe_core.metrics import ndcg_at_k, recall_at_k
+    from lethe_core.rif.replay import score
+
+    ctx = tiny_context(seed=5)
+    ids = ctx.dataset.corpus.ids
+    for arm in (Arm("baseline", "baseline"), Arm("control", "control")):
+        for i, qid in enumerate(ctx.pools.query_ids):
+            ret = retrieve(ctx.pools, i, arm, None, 0, 0, "ce")
+            docs = ctx.pools.doc_idx[ret.rows]
+            ranked = [ids[d] for d in docs[ret.order]]
+            qrels = ctx.queries[qid].qrels
+            ndcg, recall, pool_recall = score(ctx.pools, ctx.judgements, i, ret)
+            assert ndcg == pytest.approx(ndcg_at_k(ranked, qrels, 10))
+            assert recall == pytest.approx(recall_at_k(ranked, qrels, 10))
+            assert pool_recall == pytest.approx(recall_at_k([ids[d] for d in docs[ret.pool]], qrels, len(ret.pool)))
