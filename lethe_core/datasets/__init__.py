@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..paths import default_dataset_path
@@ -10,7 +11,7 @@ from .errors import DatasetError
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
 from .model import Corpus, Dataset, Query, Turn
-from .synthetic import generate_synthetic
+from .synthetic import SYNTHETIC_FORM, generate_synthetic
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]")
 
@@ -29,8 +30,10 @@ def load_dataset(name: str, path: str | Path | None = None, conversations: int |
 
 def _load(name: str, path: str | Path | None) -> Dataset:
     if name.startswith("synthetic"):
-        _, _, n = name.partition(":")
-        return generate_synthetic(int(n) if n else 2000)
+        m = re.fullmatch(r"synthetic(?::([0-9]+))?", name)
+        if m is None:
+            raise ValueError(f"dataset {name!r}: expected {SYNTHETIC_FORM}")
+        return generate_synthetic(int(m.group(1)) if m.group(1) else 2000)
     if name == "locomo":
         return load_locomo(path or default_dataset_path("locomo"))
     if name == "longmemeval":

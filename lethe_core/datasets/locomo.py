@@ -45,6 +45,8 @@ def load_locomo(path: str | Path) -> Dataset:
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(path, f"expected a list of conversations, got {type(data).__name__}")
+    if not data:
+        raise DatasetError(path, "the file holds no conversations")
 
     turns: list[Turn] = []
     answerable: list[Query] = []
@@ -63,6 +65,7 @@ def load_locomo(path: str | Path) -> Dataset:
         qa = require(sample, "qa", list, path, rec)
 
         dia_ids: set[str] = set()
+        first_turn = len(turns)
         sessions = sorted(
             ((int(m.group(1)), k) for k in conv if (m := _SESSION_KEY.fullmatch(k))), key=lambda x: x[0]
         )
@@ -96,6 +99,8 @@ def load_locomo(path: str | Path) -> Dataset:
                         position=ti,
                     )
                 )
+        if len(turns) == first_turn:
+            issues.append({"kind": "empty_conversation", "conversation": sample_id, "sessions": len(sessions)})
 
         for qi, item in enumerate(qa):
             qrec = f"{rec} qa[{qi}]"
@@ -136,6 +141,10 @@ def load_locomo(path: str | Path) -> Dataset:
 
         observations.extend(_observations(sample, sample_id, dia_ids, path, rec))
 
+    if not turns:
+        raise DatasetError(path, "the corpus is empty: no conversation has a session with turns")
+    if not answerable:
+        raise DatasetError(path, "no answerable question (categories 1-4) has evidence that names a turn")
     return Dataset(
         name="locomo",
         source=path,
@@ -154,6 +163,8 @@ def _observations(sample: dict, sample_id: str, dia_ids: set[str], path: Path, r
         if not isinstance(per_speaker, dict):
             raise DatasetError(path, f"expected an object of speaker -> facts, got {type(per_speaker).__name__}", record=rec, field=f"observation.{key}")
         for speaker, facts in per_speaker.items():
+            if not isinstance(facts, list):
+                raise DatasetError(path, f"expected a list of facts, got {type(facts).__name__}", record=rec, field=f"observation.{key}.{speaker}")
             for fi, fact in enumerate(facts):
                 if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
                     raise DatasetError(path, "expected [text, dia_id(s)]", record=rec, field=f"observation.{key}.{speaker}[{fi}]")

@@ -32,14 +32,20 @@ def load_longmemeval(path: str | Path) -> Dataset:
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(path, f"expected a list of questions, got {type(data).__name__}")
+    if not data:
+        raise DatasetError(path, "the file holds no questions")
 
     turns: dict[str, Turn] = {}
     queries: list[Query] = []
     issues: list[dict] = []
+    first_record: dict[str, int] = {}  # question id -> index where it first appeared
     for qi, item in enumerate(data):
         rec = f"#{qi}"
         qid = require(item, "question_id", str, path, rec)
         rec = f"#{qi} ({qid})"
+        if qid in first_record:
+            raise DatasetError(path, f"duplicate question_id, first seen at record #{first_record[qid]}", record=rec, field="question_id")
+        first_record[qid] = qi
         qtype = require(item, "question_type", str, path, rec)
         question = require(item, "question", str, path, rec)
         answer = item.get("answer")
@@ -55,6 +61,12 @@ def load_longmemeval(path: str | Path) -> Dataset:
                 record=rec,
                 field="haystack_sessions",
             )
+        for ai, sid in enumerate(answer_sessions):
+            if not isinstance(sid, str):
+                raise DatasetError(path, f"session ids must be strings, got {sid!r:.60}", record=rec, field=f"answer_session_ids[{ai}]")
+        missing = [sid for sid in answer_sessions if sid not in session_ids]
+        if missing:
+            issues.append({"kind": "missing_answer_session", "question": qid, "sessions": missing})
 
         qrels: dict[str, int] = {}
         answer_turns: list[str] = []
@@ -105,4 +117,8 @@ def load_longmemeval(path: str | Path) -> Dataset:
     for q in queries:
         if not q.qrels:
             issues.append({"kind": "dropped_query", "question": q.id, "reason": "no qrels and no answer-session turns"})
+    if not turns:
+        raise DatasetError(path, "the corpus is empty: no haystack session has turns")
+    if not kept:
+        raise DatasetError(path, "no question has has_answer turns or answer-session turns to use as qrels")
     return Dataset(name="longmemeval", source=path, corpus=Corpus(list(turns.values())), queries=kept, issues=issues)

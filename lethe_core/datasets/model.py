@@ -75,13 +75,26 @@ class Corpus:
         return h.hexdigest()[:16]
 
 
+# Dataset.dropped() key -> the `issues` kind it counts (unknown_qrel_docs counts documents, the rest records).
+_DROPPED_KEYS = {
+    "queries_without_qrels": "dropped_query",
+    "qrels_to_unknown_turns": "unknown_qrel_docs",
+    "qrels_without_queries": "qrels_without_query",
+    "unresolved_evidence_ids": "unresolved_evidence",
+    "normalised_evidence_ids": "normalised_evidence",
+    "empty_conversations": "empty_conversation",
+    "missing_answer_sessions": "missing_answer_session",
+    "qrels_fallback_queries": "qrels_fallback",
+}
+
+
 @dataclass
 class Dataset:
     """A corpus plus its evaluation queries.
 
     `extra_queries` holds query sets that are not part of the default evaluation
     (e.g. LoCoMo's adversarial category 5); `issues` lists input problems that were
-    tolerated (unresolved evidence ids, qrels fallbacks) so reports can show them.
+    tolerated, one dict per problem with a `kind` (see `_DROPPED_KEYS`), so reports can show them.
     """
 
     name: str
@@ -130,6 +143,19 @@ class Dataset:
             seen.setdefault(t.conversation_id, None)
         return list(seen)
 
+    def dropped(self) -> dict[str, int]:
+        """What the loader dropped or changed, as flat counts (zeros included) for CLI output and results JSON.
+
+        Derived from `issues`, so a loader only has to record each problem once.
+        """
+        from collections import Counter
+
+        kinds = Counter()
+        for issue in self.issues:
+            kind = issue.get("kind")
+            kinds[kind] += len(issue["docs"]) if kind == "unknown_qrel_docs" else 1
+        return {key: kinds[kind] for key, kind in _DROPPED_KEYS.items()}
+
     def describe(self) -> dict:
         """Counts for `lethe-lab data describe`."""
         from collections import Counter
@@ -150,6 +176,7 @@ class Dataset:
             "flags": dict(Counter(f for q in self.queries for f in q.flags)),
             "unresolved_evidence": [i for i in self.issues if i.get("kind") == "unresolved_evidence"],
             "issues": [i for i in self.issues if i.get("kind") != "unresolved_evidence"],
+            "dropped": self.dropped(),
         }
         if corpus is None:
             out["corpus_hint"] = self.corpus_hint

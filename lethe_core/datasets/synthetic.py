@@ -18,6 +18,7 @@ import numpy as np
 
 from .model import Corpus, Dataset, Query, Turn
 
+SYNTHETIC_FORM = "synthetic[:N] with N an integer number of turns, 100 <= N <= 1,000,000"
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
 
@@ -31,7 +32,7 @@ def _lexicon(rng: np.random.Generator, n: int) -> list[str]:
 
 def generate_synthetic(n_turns: int = 2000, seed: int = 0, distractors_per_family: int = 2) -> Dataset:
     if not 100 <= n_turns <= 1_000_000:
-        raise ValueError("n_turns must be between 100 and 1,000,000")
+        raise ValueError(f"synthetic:{n_turns}: expected {SYNTHETIC_FORM}")
     rng = np.random.default_rng(seed)
     n_families = int(np.clip(n_turns // 400, 3, 300))
     needs_per_family = 3

@@ -66,3 +66,48 @@ def test_missing_folder_and_queries(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DatasetError, match="no queries file"):
         load_beir(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    "fname, content, match",
+    [
+        ("corpus.jsonl", "", r"corpus.jsonl: the corpus is empty"),
+        ("queries.jsonl", "\n", r"queries.jsonl: no queries"),
+        ("queries.jsonl", '{"_id": "q1", "text": "a"}\n{"_id": "q1", "text": "b"}\n', r"record line 2, field '_id': duplicate query id"),
+        ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\tinf\n", r"record line 2, field 'rel': relevance must be a whole-number"),
+        ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq1\td9\t1\n", r"test.tsv: no query in queries.jsonl has a positive qrel"),
+    ],
+)
+def test_empty_duplicate_and_unusable_inputs(tmp_path, fname, content, match):
+    _standard_layout(tmp_path)
+    write(tmp_path / fname, content)
+    with pytest.raises(DatasetError, match=match):
+        load_beir(tmp_path)
+
+
+def test_non_utf8_line_is_named(tmp_path):
+    _standard_layout(tmp_path)
+    (tmp_path / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq\xff\td1\t1\n")
+    with pytest.raises(DatasetError, match=r"test.tsv, record line 3: not UTF-8 text \(byte 0xff"):
+        load_beir(tmp_path)
+
+
+def test_file_for_folder_and_folder_for_file(tmp_path):
+    _standard_layout(tmp_path)
+    with pytest.raises(DatasetError, match="corpus.jsonl: is a file; expected a BEIR folder"):
+        load_dataset("beir", tmp_path / "corpus.jsonl")
+    (tmp_path / "corpus.jsonl").unlink()
+    (tmp_path / "corpus.jsonl").mkdir()
+    with pytest.raises(DatasetError, match="corpus.jsonl: is a directory; expected a file"):
+        load_beir(tmp_path)
+
+
+def test_dropped_qrels_are_issues_and_counted(tmp_path):
+    _standard_layout(tmp_path)
+    write(tmp_path / "queries.jsonl", "\n".join(json.dumps({"_id": q, "text": q}) for q in ("q1", "q2")))
+    write(tmp_path / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\tdX\t1\nq2\tdY\t2\nq3\td1\t1\n")
+    ds = load_beir(tmp_path)
+    assert [q.id for q in ds.queries] == ["q1"] and ds.queries[0].qrels == {"d1": 1}
+    assert {i["kind"] for i in ds.issues} == {"unknown_qrel_docs", "dropped_query", "qrels_without_query"}
+    dropped = ds.dropped()
+    assert (dropped["qrels_to_unknown_turns"], dropped["queries_without_qrels"], dropped["qrels_without_queries"]) == (2, 1, 1)

@@ -85,3 +85,74 @@ def test_tiny_file_loads(tmp_path):
     path.write_text(json.dumps(_tiny()))
     ds = load_locomo(path)
     assert ds.corpus.ids == ["c1:D1:1", "c1:D1:2"] and ds.queries[0].qrels == {"c1:D1:2": 1}
+
+
+def test_real_file_reports_what_it_dropped(locomo):
+    dropped = locomo.dropped()
+    assert dropped["unresolved_evidence_ids"] == 3 and dropped["queries_without_qrels"] == 4
+    assert dropped["empty_conversations"] == 0 and locomo.describe()["dropped"] == dropped
+    assert all(isinstance(k, str) and type(v) is int for k, v in dropped.items())
+
+
+def test_error_example_in_readme_names_the_right_record(tmp_path):
+    """The README quotes this error; conv-44 is the sixth conversation, record #5."""
+    from tests.conftest import LOCOMO
+
+    data = json.loads(LOCOMO.read_text())
+    data[5]["qa"][12]["category"] = "4"
+    path = write_json(tmp_path / "locomo10.json", data)
+    with pytest.raises(DatasetError, match=r"locomo10.json, record #5 \(conv-44\) qa\[12\], field 'category': expected an integer, got str '4'"):
+        load_locomo(path)
+
+
+def write_json(path, data):
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_empty_conversation_is_an_issue_and_counted(tmp_path):
+    data = _tiny()
+    data.append({"sample_id": "c2", "conversation": {"speaker_a": "A", "speaker_b": "B"},
+                 "qa": [{"question": "q?", "answer": "a", "evidence": ["D1:1"], "category": 1}]})
+    ds = load_locomo(write_json(tmp_path / "two.json", data))
+    assert [i for i in ds.issues if i["kind"] == "empty_conversation"] == [{"kind": "empty_conversation", "conversation": "c2", "sessions": 0}]
+    assert ds.dropped()["empty_conversations"] == 1 and ds.dropped()["queries_without_qrels"] == 1
+    assert [q.id for q in ds.queries] == ["c1:q0"]
+
+
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        ([], "holds no conversations"),
+        ([{"sample_id": "c1", "conversation": {}, "qa": []}], "corpus is empty"),
+        ([dict(_tiny()[0], qa=[{"question": "q?", "evidence": ["D9:9"], "category": 2}])], "no answerable question"),
+    ],
+)
+def test_empty_corpus_or_query_set_is_a_clear_error(tmp_path, data, match):
+    path = write_json(tmp_path / "empty.json", data)
+    with pytest.raises(DatasetError, match=match) as err:
+        load_locomo(path)
+    assert err.value.file == str(path)
+
+
+def test_non_utf8_directory_and_unreadable_files_name_the_file(tmp_path, monkeypatch):
+    text = json.dumps(_tiny(), indent=1).encode()
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(text.replace(b'"hi"', b'"h\xe9"'))
+    line = text[: text.index(b'"hi"')].count(b"\n") + 1
+    with pytest.raises(DatasetError, match=rf"latin1.json, record line {line}: not UTF-8 text \(byte 0xe9"):
+        load_locomo(bad)
+    binary = tmp_path / "blob.json"
+    binary.write_bytes(bytes(range(256)))
+    with pytest.raises(DatasetError, match="blob.json.*not UTF-8"):
+        load_locomo(binary)
+    with pytest.raises(DatasetError, match="is a directory; expected a file"):
+        load_locomo(tmp_path)
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    ok = write_json(tmp_path / "ok.json", _tiny())
+    monkeypatch.setattr(type(ok), "read_bytes", denied)
+    with pytest.raises(DatasetError, match=r"ok.json: cannot read: Permission denied"):
+        load_locomo(ok)

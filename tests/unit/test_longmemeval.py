@@ -84,3 +84,60 @@ def test_top_level_must_be_a_list(tmp_path):
     path.write_text("{}")
     with pytest.raises(DatasetError, match="expected a list of questions"):
         load_longmemeval(path)
+
+
+def _write(tmp_path, questions):
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(questions))
+    return path
+
+
+def test_duplicate_question_id_is_rejected_at_load(tmp_path):
+    q = _question("q1", {"s1": [("user", "hi", True)]}, ["s1"])
+    other = _question("q2", {"s2": [("user", "yo", True)]}, ["s2"])
+    with pytest.raises(DatasetError, match=r"record #2 \(q1\), field 'question_id': duplicate question_id, first seen at record #0"):
+        load_longmemeval(_write(tmp_path, [q, other, q]))
+
+
+def test_missing_answer_session_is_recorded_and_counted(tmp_path):
+    q = _question("q1", {"s1": [("user", "hi", True)]}, ["s1", "s9"])
+    ds = load_longmemeval(_write(tmp_path, [q]))
+    assert [i for i in ds.issues if i["kind"] == "missing_answer_session"] == [
+        {"kind": "missing_answer_session", "question": "q1", "sessions": ["s9"]}]
+    assert ds.dropped()["missing_answer_sessions"] == 1 and ds.queries[0].qrels == {"s1_t0": 1}
+
+
+def test_dropped_counts(fixture_file, tmp_path):
+    assert load_longmemeval(fixture_file).dropped()["qrels_fallback_queries"] == 2
+    kept = _question("q1", {"s1": [("user", "hi", True)]}, ["s1"])
+    lost = _question("q2", {"s2": [("user", "yo", False)]}, [], has_answer=False)
+    ds = load_longmemeval(_write(tmp_path, [kept, lost]))
+    assert [q.id for q in ds.queries] == ["q1"] and ds.dropped()["queries_without_qrels"] == 1
+
+
+@pytest.mark.parametrize(
+    "questions, match",
+    [
+        ([], "holds no questions"),
+        ([_question("q1", {"s1": []}, ["s1"])], "corpus is empty"),
+        ([_question("q1", {"s1": [("user", "hi", False)]}, [])], "no question has"),
+    ],
+)
+def test_empty_corpus_or_questions_is_a_clear_error(tmp_path, questions, match):
+    with pytest.raises(DatasetError, match=match):
+        load_longmemeval(_write(tmp_path, questions))
+
+
+def test_non_string_answer_session_id(tmp_path):
+    q = _question("q1", {"s1": [("user", "hi", True)]}, [7])
+    with pytest.raises(DatasetError, match=r"field 'answer_session_ids\[0\]'"):
+        load_longmemeval(_write(tmp_path, [q]))
+
+
+def test_binary_file_and_directory_name_the_file(tmp_path):
+    blob = tmp_path / "blob.json"
+    blob.write_bytes(b'[{"question_id": "\xff\xfe"}]')
+    with pytest.raises(DatasetError, match=r"blob.json, record line 1: not UTF-8 text"):
+        load_longmemeval(blob)
+    with pytest.raises(DatasetError, match="is a directory"):
+        load_dataset("longmemeval", tmp_path)

@@ -33,3 +33,9 @@ def test_planted_ground_truth_is_consistent():
 def test_size_bounds():
     with pytest.raises(ValueError):
         generate_synthetic(10)
+
+
+@pytest.mark.parametrize("name", ["synthetic:abc", "synthetic:-5", "synthetic:50", "synthetic:", "synthetic:2000000", "synthetics"])
+def test_bad_synthetic_names_give_the_allowed_form(name):
+    with pytest.raises(ValueError, match=r"expected synthetic\[:N\] .*100 <= N <= 1,000,000"):
+        load_dataset(name)
