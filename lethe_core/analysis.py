@@ -13,7 +13,7 @@ from .results import Run
 from .rif.protocols import ReplayContext, conversation_halves, run_frozen, run_heldout, run_prequential
 from .rif.replay import Arm
 from .rif.state import RIFParams
-from .second_stage import final_order
+from .second_stage import final_order, teacher_order
 
 BEHAVIOURS = ("exact_episode", "sibling_confusion", "wrong_family")
 
@@ -96,7 +96,7 @@ def final_state(run: Run, arm: str, n_entries: int, n_clusters: int, split: str 
 def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int, top: int = 15) -> pd.DataFrame:
     """Entries that most often entered the baseline reranker pool of this cluster's queries and were rejected.
 
-    rejected = in the top-P pool, not in the top-10 answer and not relevant; displaced = queries where
+    rejected = in the top-P pool, not in the teacher's top-10 (what RIF reads) and not relevant; displaced = queries where
     the entry held a pool slot while a relevant turn sat below the cut; rank before/after = the entry's
     mean first-stage rank in the union without and with the arm's final suppression.
     """
@@ -116,7 +116,7 @@ def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int
         r = p.rows(i)
         docs, grade = p.doc_idx[r], j.grade[r]
         pool = np.arange(min(P, len(docs)))
-        answer = set(pool[final_order(p.calibrated[r][pool], float(p.fuse_w[i]), ctx.mode)][:10].tolist())
+        answer = set(pool[teacher_order(p.calibrated[r][pool])][:10].tolist())
         adjusted = p.rrf[r] - alpha * state[cluster, docs]
         rank_after = np.empty(len(docs), dtype=int)
         rank_after[np.argsort(-adjusted, kind="stable")] = np.arange(len(docs))

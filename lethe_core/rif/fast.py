@@ -1,5 +1,8 @@
 """Compiled burn-in (numba): the same update as `replay.retrieve` + `replay.learn`, one loop, no per-step Python.
 
+Burn-in never needs the answer list, only what RIF learns: r_final is the rank in the
+cross-encoder's own order whatever the second-stage mode, so the kernel has no mode.
+
 A step touches ~50 candidates, so the numpy path is dominated by call overhead (~100 us per
 step); this kernel does a whole schedule in one call. `tests/unit/test_rif_fast.py` pins it to
 the readable numpy path (same suppression state to 1e-12). Set LETHE_NO_NUMBA=1 to use the
@@ -20,11 +23,10 @@ try:
 except ImportError:  # pragma: no cover - numba ships with umap-learn
     njit = None
 
-FUSION_K = 60.0
 
 
-def _burn_in(offsets, doc_idx, rrf, conf, fuse_w, schedule, clusters_of, values, last, alpha, eta, decay, pool_size,
-             winners, gap, eager, fused, first_step):
+def _burn_in(offsets, doc_idx, rrf, conf, schedule, clusters_of, values, last, alpha, eta, decay, pool_size,
+             winners, gap, eager, first_step):
     for t in range(schedule.shape[0]):
         step = first_step + t
         i = schedule[t]
@@ -44,18 +46,7 @@ def _burn_in(offsets, doc_idx, rrf, conf, fuse_w, schedule, clusters_of, values,
         cp = np.empty(m)
         for r in range(m):
             cp[r] = conf[s0 + pool[r]]
-        ce_order = np.argsort(-cp, kind="mergesort")
-        w = fuse_w[i]
-        if fused and not math.isnan(w):
-            r_ce = np.empty(m)
-            for r in range(m):
-                r_ce[ce_order[r]] = r
-            score = np.empty(m)
-            for r in range(m):
-                score[r] = w / (FUSION_K + r) + (1.0 - w) / (FUSION_K + r_ce[r])
-            fin = np.argsort(-score, kind="mergesort")
-        else:
-            fin = ce_order
+        fin = np.argsort(-cp, kind="mergesort")
         r_final = np.empty(m, dtype=np.int64)
         for r in range(m):
             r_final[fin[r]] = r
@@ -80,13 +71,13 @@ def _burn_in(offsets, doc_idx, rrf, conf, fuse_w, schedule, clusters_of, values,
 burn_in_kernel = njit(cache=True, nogil=True)(_burn_in) if njit else None
 
 
-def burn_in(pools, arm, state, clusters_of: np.ndarray, schedule: np.ndarray, first_step: int, mode: str) -> bool:
+def burn_in(pools, arm, state, clusters_of: np.ndarray, schedule: np.ndarray, first_step: int) -> bool:
     """Run `schedule` through the compiled kernel; False when numba is unavailable (caller falls back)."""
     if burn_in_kernel is None or len(schedule) == 0:
         return burn_in_kernel is not None
     p = arm.params
     burn_in_kernel(pools.offsets, pools.doc_idx.astype(np.int64), pools.rrf, pools.calibrated.astype(np.float64),
-                   pools.fuse_w.astype(np.float64), np.asarray(schedule, dtype=np.int64), np.asarray(clusters_of, dtype=np.int64),
+                   np.asarray(schedule, dtype=np.int64), np.asarray(clusters_of, dtype=np.int64),
                    state.values, state.last, p.alpha, p.eta, p.decay, p.pool_size, p.winners, arm.rule == "gap", p.eager,
-                   mode == "fused", first_step)
+                   first_step)
     return True

@@ -1,8 +1,8 @@
 """Evaluation protocols over cached pools (DESIGN.md section 3).
 
-- paper: clusters fit on all evaluation queries; hot/cold burn-in (70% of draws from a fixed
-  hot 20%, numpy default_rng(seed)); then every query once with the state frozen. Rows carry
-  the bucket: hot / cold (drawn at least once) / unseen (never drawn).
+- paper: clusters fit on all evaluation queries; hot/cold burn-in drawn exactly as the
+  reference draws it (`hot_cold_schedule`); then every query once with the state frozen.
+  Rows carry the bucket: hot / cold (drawn at least once) / unseen (never drawn).
 - heldout: queries split in two by conversation; clusters and burn-in on one side, frozen
   evaluation on the other, both directions.
 - prequential: queries in arrival order (question dates when every query has one, else a
@@ -20,6 +20,7 @@ import numpy as np
 from ..behaviour import top1_behaviour
 from ..datasets.model import Dataset
 from ..pools import PackedPools
+from ..second_stage import DEFAULT_MODE
 from . import fast
 from .clusters import QueryClusters
 from .replay import Arm, Judgements, learn, retrieve, score
@@ -33,7 +34,7 @@ class ReplayContext:
     dataset: Dataset
     pools: PackedPools
     query_vectors: np.ndarray  # aligned with pools.query_ids
-    mode: str = "fused"
+    mode: str = DEFAULT_MODE
     judgements: Judgements = field(init=False)
 
     def __post_init__(self):
@@ -64,14 +65,19 @@ def _row(ctx: ReplayContext, arm: Arm, i: int, ret, cluster: int, **extra) -> di
 
 
 def hot_cold_schedule(n: int, steps: int, seed: int, hot_frac: float = 0.2, hot_prob: float = 0.7):
-    """Query positions drawn with replacement: with probability hot_prob from a fixed hot set."""
+    """The reference's usage schedule, draw for draw (docs/protocols.md): `default_rng(seed)`; a hot set
+    of `int(hot_frac * n)` query positions drawn without replacement (kept in draw order); the rest, in
+    position order, is cold; then per step one `rng.random()` and one `rng.integers` into the hot list
+    (when below hot_prob) or the cold list. Step t of the returned array is step t (0-based)."""
     rng = np.random.default_rng(seed)
-    hot = rng.choice(n, size=max(1, int(round(hot_frac * n))), replace=False)
+    hot = rng.choice(n, size=max(1, int(hot_frac * n)), replace=False)
     cold = np.setdiff1d(np.arange(n), hot)
-    u = rng.random(steps)
-    h = hot[rng.integers(0, len(hot), size=steps)]
-    c = cold[rng.integers(0, len(cold), size=steps)] if len(cold) else h
-    return np.where(u < hot_prob, h, c), hot
+    schedule = np.empty(steps, dtype=np.int64)
+    for t in range(steps):
+        pick_hot = rng.random() < hot_prob or len(cold) == 0
+        pool = hot if pick_hot else cold
+        schedule[t] = pool[rng.integers(len(pool))]
+    return schedule, hot
 
 
 def _burn_in(ctx, arm: Arm, state, clusters_of, schedule, result: ProtocolResult, seed: int, snapshot_every: int, tag: str):
@@ -79,8 +85,8 @@ def _burn_in(ctx, arm: Arm, state, clusters_of, schedule, result: ProtocolResult
     chunk = snapshot_every or len(schedule)
     for start in range(0, len(schedule), chunk):
         part = schedule[start : start + chunk]
-        if not fast.burn_in(ctx.pools, arm, state, clusters_of, part, start + 1, ctx.mode):
-            for step, i in enumerate(part, start=start + 1):
+        if not fast.burn_in(ctx.pools, arm, state, clusters_of, part, start):
+            for step, i in enumerate(part, start=start):
                 c = int(clusters_of[i])
                 learn(ctx.pools, arm, state, c, step, retrieve(ctx.pools, i, arm, state, c, step, ctx.mode))
         if snapshot_every and (start + len(part)) % snapshot_every == 0:
@@ -163,20 +169,20 @@ def run_prequential(ctx: ReplayContext, arms: list[Arm], seed: int = 42, bootstr
     for arm in arms:
         state = SuppressionState(1, ctx.n_entries, arm.params) if arm.kind == "rif" else None
         clusters_of = np.zeros(len(ctx.pools.query_ids), dtype=np.int64)
-        for t, i in enumerate(order, start=1):
-            if arm.kind == "rif" and arm.k > 1 and t == min(bootstrap, n) + 1:
-                cl = _clusters(fitted, ctx.query_vectors[order[: t - 1]], arm.k, seed)
+        for t, i in enumerate(order):  # step t (0-based): the (t + 1)-th query to arrive
+            if arm.kind == "rif" and arm.k > 1 and t == min(bootstrap, n):
+                cl = _clusters(fitted, ctx.query_vectors[order[:t]], arm.k, seed)
                 clusters_of = cl.assign(ctx.query_vectors)
                 grown = SuppressionState(cl.k, ctx.n_entries, arm.params)
                 grown.values[:], grown.last[:] = state.values[0], state.last[0]
                 state = grown
             c = int(clusters_of[i])
             ret = retrieve(ctx.pools, int(i), arm, state, c, t, ctx.mode)
-            result.rows.append(_row(ctx, arm, int(i), ret, c, seed=seed, split="stream", bucket="stream", position=t))
+            result.rows.append(_row(ctx, arm, int(i), ret, c, seed=seed, split="stream", bucket="stream", position=t + 1))
             if state is not None:
                 learn(ctx.pools, arm, state, c, t, ret)
-                if snapshot_every and t % snapshot_every == 0:
-                    _snapshot(ctx, arm, state, t, seed, "stream", result)
+                if snapshot_every and (t + 1) % snapshot_every == 0:
+                    _snapshot(ctx, arm, state, t + 1, seed, "stream", result)
         if state is not None:
             result.suppressed.setdefault(arm.name, {})["stream"] = {"entries": state.suppressed_entries(), "docs": state.suppressed_docs()}
     return result

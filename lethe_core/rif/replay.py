@@ -2,8 +2,9 @@
 
 One retrieval (paper algorithm 1, DESIGN.md section 2): adjusted = rrf - alpha * s[cluster, entry]
 over the whole union, re-sorted (ties keep the RRF order); the top P form the reranker's pool
-(r_init = rank there); the second stage orders the pool (r_final); the top 10 are the answer
-and the winners; every pool member is then updated.
+(r_init = rank there); sorting the pool by the cross-encoder gives r_final and the winners (its
+top 10); every pool member is then updated. The second-stage mode (`ce` or `fused`) decides
+only the answer list that is evaluated, never what RIF learns (docs/method.md).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from ..datasets.model import Dataset
 from ..pools import PackedPools
-from ..second_stage import final_order
+from ..second_stage import DEFAULT_MODE, final_order, teacher_order
 from .rules import strength
 from .state import RIFParams, SuppressionState
 
@@ -63,12 +64,13 @@ class Judgements:
 @dataclass
 class Retrieval:
     rows: slice
-    order: np.ndarray  # union positions in final answer order (the pool reordered)
+    order: np.ndarray  # union positions in answer order (the pool reordered by the second stage)
     pool: np.ndarray  # union positions in the reranker's pool, in adjusted first-stage order
-    r_final: np.ndarray  # per pool member: rank after the second stage
+    r_final: np.ndarray  # per pool member: rank in the cross-encoder's own order (what RIF learns from)
 
 
-def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, cluster: int, step: int, mode: str = "fused") -> Retrieval:
+def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, cluster: int, step: int,
+             mode: str = DEFAULT_MODE) -> Retrieval:
     rows = p.rows(i)
     n = rows.stop - rows.start
     prm = arm.params
@@ -80,10 +82,9 @@ def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, c
     else:
         pool = np.arange(min(n, prm.pool_size))
     conf = p.calibrated[rows][pool]
-    fin = final_order(conf, float(p.fuse_w[i]), mode)
     r_final = np.empty(len(pool), dtype=np.int64)
-    r_final[fin] = np.arange(len(pool))
-    return Retrieval(rows, pool[fin], pool, r_final)
+    r_final[teacher_order(conf)] = np.arange(len(pool))
+    return Retrieval(rows, pool[final_order(conf, float(p.fuse_w[i]), mode)], pool, r_final)
 
 
 def learn(p: PackedPools, arm: Arm, state: SuppressionState, cluster: int, step: int, ret: Retrieval) -> None:

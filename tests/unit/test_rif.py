@@ -123,6 +123,41 @@ def test_protocols_are_deterministic_and_complete():
     assert p.snapshots and {s["step"] for s in p.snapshots} == {2, 4, 6}
 
 
+def test_schedule_is_the_references_draw_for_draw():
+    """n = 500, seed 42, by hand: hot = int(0.2 n) = 100 positions from rng.choice (draw order kept), cold = the
+    other 400 in position order; then per step one rng.random() and one rng.integers into the hot or cold list."""
+    sched, hot = hot_cold_schedule(500, 12, seed=42)
+    rng = np.random.default_rng(42)
+    hot_by_hand = rng.choice(500, size=100, replace=False)
+    cold_by_hand = [i for i in range(500) if i not in set(hot_by_hand.tolist())]
+    by_hand = []
+    for _ in range(12):
+        if rng.random() < 0.7:
+            by_hand.append(int(hot_by_hand[rng.integers(len(hot_by_hand))]))
+        else:
+            by_hand.append(cold_by_hand[rng.integers(len(cold_by_hand))])
+    assert list(hot) == list(hot_by_hand) and len(hot) == 100
+    assert sched.tolist() == by_hand == [480, 475, 127, 125, 335, 151, 45, 432, 98, 199, 85, 244]
+    assert len(hot_cold_schedule(323, 1, seed=42)[1]) == 64  # int(), not round(): NFCorpus has 64 hot queries
+
+
+def test_rif_learns_from_the_teacher_in_every_second_stage_mode():
+    """`fused` changes only the evaluated answer list: r_final and the winners are the cross-encoder's own."""
+    ctx = tiny_context(seed=2)
+    ctx.pools.fuse_w[:] = 0.6
+    arm = Arm("a", "rif", 1, "gap", RIFParams())
+    states, answers = {}, {}
+    for mode in ("ce", "fused"):
+        st = SuppressionState(1, 40, arm.params)
+        ret = retrieve(ctx.pools, 0, arm, st, 0, 0, mode)
+        conf = ctx.pools.calibrated[ret.rows][ret.pool]
+        assert list(np.argsort(ret.r_final)) == list(np.argsort(-conf, kind="stable"))
+        learn(ctx.pools, arm, st, 0, 0, ret)
+        states[mode], answers[mode] = st.values.copy(), ret.order
+    np.testing.assert_array_equal(states["ce"], states["fused"])
+    assert list(answers["ce"]) != list(answers["fused"])
+
+
 def test_schedule_hot_share_and_seed():
     sched, hot = hot_cold_schedule(1000, 20000, seed=42)
     assert len(hot) == 200

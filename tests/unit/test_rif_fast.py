@@ -22,12 +22,12 @@ def test_kernel_matches_numpy_path(rule, eager, mode, fuse_w):
     clusters_of = np.array([0, 1, 0, 1, 1, 0])
     schedule, _ = hot_cold_schedule(6, 400, seed=7)
     slow = SuppressionState(2, 40, arm.params)
-    for step, i in enumerate(schedule, start=1):
+    for step, i in enumerate(schedule):
         c = int(clusters_of[i])
         learn(ctx.pools, arm, slow, c, step, retrieve(ctx.pools, int(i), arm, slow, c, step, mode))
     quick = SuppressionState(2, 40, arm.params)
-    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[:150], 1, mode)
-    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[150:], 151, mode)  # resumes across chunks
+    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[:150], 0)
+    assert fast.burn_in(ctx.pools, arm, quick, clusters_of, schedule[150:], 150)  # resumes across chunks
     assert slow.values.any()
     np.testing.assert_allclose(quick.values, slow.values, atol=1e-12)
     np.testing.assert_array_equal(quick.last, slow.last)
