@@ -1,12 +1,21 @@
-"""`lethe-lab` command line (also `python -m lethe_core`)."""
+"""`lethe-lab` command line (also `python -m lethe_core`).
+
+Every command checks all of its values (`lethe_core.validation`) before it loads a dataset, a
+model or a pool, and every user-facing failure, click's own parse errors included, is one
+`error: ...` line with exit code 2.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import sys
 from typing import Optional
 
 import typer
+
+from . import validation as check
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="lethe-lab: memory retrieval workbench (hybrid retrieval, cached pools, clustered RIF).")
 data_app = typer.Typer(no_args_is_help=True, help="Inspect datasets.")
@@ -17,16 +26,20 @@ rif_app = typer.Typer(no_args_is_help=True, help="Clustered retrieval-induced fo
 app.add_typer(rif_app, name="rif")
 reranker_app = typer.Typer(no_args_is_help=True, help="Train and inspect offline rerankers.")
 app.add_typer(reranker_app, name="reranker")
+cache_app = typer.Typer(no_args_is_help=True, help="Inspect the reranker pair-score cache.")
+app.add_typer(cache_app, name="cache")
 
 DATASET_HELP = "locomo | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
-RerankerOpt = typer.Option("auto", "--reranker", help="auto | hub:<name> | local:<folder> | trained:<name> | test:lexical")
+RerankerOpt = typer.Option("auto", "--reranker", help=check.RERANKER_FORMS)
 CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")
-StageOpt = typer.Option("fused", "--second-stage", help="fused (validated fusion weight, when the reranker has one) | ce (reranker order only)")
-LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries")
-ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (quick runs)")
+StageOpt = typer.Option("ce", "--second-stage", help="ce (reranker order, the paper's) | fused (validated fusion weight, when the reranker has one)")
+LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries (N >= 1)")
+ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (N >= 1; quick runs)")
 KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30, or 80)")
 EncoderOpt = typer.Option("minilm", "--encoder", help="minilm (bundled all-MiniLM-L6-v2) | a sentence-transformers folder | test:hash")
+BackendOpt = typer.Option("auto", "--backend", help=f"cross-encoder inference backend: {' | '.join(check.BACKENDS)}")
+JsonOpt = typer.Option(False, "--json", help="one JSON object on stdout")
 
 
 def _fail(exc: Exception) -> None:
@@ -52,13 +65,62 @@ def _guard(fn):
     return wrapper
 
 
+def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] = None, conversations: Optional[int] = None,
+               reranker: Optional[str] = None, encoder: Optional[str] = None, k_leg: Optional[int] = None,
+               second_stage: Optional[str] = None, backend: Optional[str] = None) -> None:
+    """The values shared by the commands that build pools; the cheap checks first, the hub probe last."""
+    from .paths import writable_home
+
+    check.dataset(dataset, path)
+    check.at_least("--limit-queries", limit_queries, 1)
+    check.at_least("--conversations", conversations, 1)
+    check.at_least("--k-leg", k_leg, 1)
+    if second_stage is not None:
+        from .second_stage import MODES
+
+        check.choice("--second-stage", second_stage, MODES)
+    if backend is not None:
+        check.choice("--backend", backend, check.BACKENDS)
+    writable_home()
+    if encoder is not None:
+        check.encoder(encoder)
+    if reranker is not None:
+        check.reranker(reranker)
+
+
+def _backend_kw(target, backend: str) -> dict:
+    """`backend=` for `target` (a function or a dataclass) when it takes one; otherwise only `auto` can be honoured."""
+    names = ({f.name for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target)
+             else set(inspect.signature(target).parameters))
+    if "backend" in names:
+        return {"backend": backend}
+    if backend != "auto":
+        raise check.ArgError(f"--backend {backend}: this build has only the default backend (auto) for {target.__name__}")
+    return {}
+
+
+def _dropped_line(dropped: Optional[dict], dataset: str, path: Optional[str]) -> Optional[str]:
+    """One line naming what the loader dropped or changed (non-zero counts), or None when nothing was."""
+    items = [f"{key.replace('_', ' ')}: {n:,}" for key, n in (dropped or {}).items() if n]
+    if not items:
+        return None
+    where = f" --path {path}" if path else ""
+    return f"dropped by the loader: {', '.join(items)} (see `lethe-lab data describe {dataset}{where} --json`)"
+
+
+def _echo_dropped(dropped: Optional[dict], dataset: str, path: Optional[str]) -> None:
+    line = _dropped_line(dropped, dataset, path)
+    if line:
+        typer.echo(line)
+
+
 @data_app.command("describe")
 @_guard
-def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
-             as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt, as_json: bool = JsonOpt) -> None:
     """Counts: turns, sessions, conversations, queries by type, qrels, unresolved evidence."""
     from .datasets import load_dataset
 
+    check.dataset(dataset, path)
     info = load_dataset(dataset, path).describe()
     if as_json:
         typer.echo(json.dumps(info, default=str))
@@ -82,16 +144,26 @@ def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Option
 @_guard
 def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-                reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt) -> None:
+                reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt, backend: str = BackendOpt,
+                as_json: bool = JsonOpt) -> None:
     """Score every query's candidate union once and cache it (resumable)."""
     from .datasets import load_dataset
     from .pools import PoolBuilder
     from .retrieval.pipeline import PipelineConfig
     from .retrieval.rerank import resolve_reranker
 
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend)
+    backend_kw = _backend_kw(resolve_reranker, backend)
     ds = load_dataset(dataset, path, conversations, limit_queries)
-    pools = PoolBuilder(ds, resolve_reranker(reranker), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
-    typer.echo(f"{len(pools.query_ids())} query pools ({len(pools.frame):,} candidates) in {pools.directory} [reranker {pools.reranker}]")
+    dropped = ds.dropped() if hasattr(ds, "dropped") else None
+    pools = PoolBuilder(ds, resolve_reranker(reranker, **backend_kw), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
+    n_queries, n_candidates = len(pools.query_ids()), len(pools.frame)
+    if as_json:
+        typer.echo(json.dumps({"dataset": ds.name, "reranker": pools.reranker, "n_queries": n_queries, "candidates": n_candidates,
+                               "directory": str(pools.directory), "dropped": dropped}))
+        return
+    typer.echo(f"{n_queries} query pools ({n_candidates:,} candidates) in {pools.directory} [reranker {pools.reranker}]")
+    _echo_dropped(dropped, dataset, path)
 
 
 @app.command("systems")
@@ -99,13 +171,14 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
-            encoder: str = EncoderOpt, as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+            encoder: str = EncoderOpt, backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from .experiments.systems import SystemsExperiment
     from .retrieval.pipeline import PipelineConfig
 
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend)
     summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder),
-                                second_stage=second_stage, calibration=calibration).run()
+                                second_stage=second_stage, calibration=calibration, **_backend_kw(SystemsExperiment, backend)).run()
     if as_json:
         typer.echo(json.dumps(summary))
         return
@@ -116,24 +189,38 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
         lo, hi = s["ndcg@10_ci"]
         p = f"{s['p_vs_rrf']:.4f}" if "p_vs_rrf" in s else "-"
         typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{s['pool_recall@30']:>10.4f}{p:>10}")
+    _echo_dropped(summary.get("dropped"), dataset, path)
     typer.echo(f"per-query results: {summary['results_dir']}")
 
 
 @reranker_app.command("train")
 @_guard
 def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with conversations (locomo)"), path: Optional[str] = PathOpt,
-                   folds: int = typer.Option(2, "--folds", help="K folds by conversation"),
+                   folds: int = typer.Option(2, "--folds", help="K folds by conversation (K >= 2)"),
                    name: str = typer.Option("minilm-folds", "--name", help="saved as data/models/NAME, used as trained:NAME"),
                    epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-5, "--lr"),
                    negatives: int = typer.Option(7, "--negatives", help="hard negatives per positive"),
                    observations: bool = typer.Option(True, "--observations/--no-observations", help="LoCoMo observations as extra pseudo-queries"),
                    max_groups: Optional[int] = typer.Option(None, "--max-groups", help="cap training groups per fold (smoke runs)"),
+                   budget: float = typer.Option(1.0, "--budget", help="share of each fold's training groups used, in (0, 1]"),
                    seed: int = typer.Option(13, "--seed")) -> None:
     """Train one cross-encoder per fold of conversations, fully offline, from the bundled MiniLM."""
+    from .paths import writable_home
     from .training import TrainConfig, train_folds
 
+    check.dataset(dataset, path)
+    check.at_least("--folds", folds, 2)
+    check.at_least("--epochs", epochs, 1)
+    check.at_least("--negatives", negatives, 1)
+    check.at_least("--max-groups", max_groups, 1)
+    check.fraction("--budget", budget)
+    if not lr > 0:
+        raise check.ArgError(f"--lr must be > 0, got {lr}")
+    if not name or name != name.strip() or any(c in name for c in "/\\:") or name.startswith("."):
+        raise check.ArgError(f"--name must be a plain folder name (no '/', '\\', ':' or leading '.'); got {name!r}")
+    writable_home()
     cfg = TrainConfig(dataset=dataset, path=path, name=name, folds=folds, epochs=epochs, lr=lr, negatives=negatives,
-                      observations=observations, max_groups=max_groups, seed=seed)
+                      observations=observations, max_groups=max_groups, budget=budget, seed=seed)
     manifest = train_folds(cfg)
     for f in manifest["folds"]:
         typer.echo(f"fold {f['fold']}: {f['train_groups']} groups, {f['train_seconds']} s ({f['train_pairs_per_s']} pairs/s), "
@@ -146,11 +233,15 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
 def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str = typer.Option("locomo", "--dataset"),
                         out: str = typer.Option("RERANKER.md", "--out")) -> None:
     """Write the training report (folds, validation choices, logit distributions, evaluation with p vs rrf)."""
+    from pathlib import Path
+
     from .experiments.systems import SystemsExperiment
     from .training import reranker_report
 
-    from pathlib import Path
-
+    check.dataset(dataset, None)
+    check.reranker(f"trained:{name}", "NAME")
+    if Path(out).is_dir():
+        raise check.ArgError(f"--out {out} is a folder; give a file name (e.g. RERANKER.md)")
     systems = [SystemsExperiment(dataset, reranker=f"trained:{name}", second_stage=stage, progress=False).run() for stage in ("fused", "ce")]
     Path(out).write_text(reranker_report(name, systems))
     typer.echo(f"wrote {out}")
@@ -160,7 +251,7 @@ def _fmt_p(p) -> str:
     return "-" if p is None else f"{p:.4f}"
 
 
-def _print_rif(summary: dict) -> None:
+def _print_rif(summary: dict, dataset: str, path: Optional[str]) -> None:
     typer.echo(f"\n{summary['dataset']} / protocol {summary['protocol']}: {summary['n_queries']:,} queries, seeds {summary['seeds']}, "
                f"reranker {summary['reranker']} (second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'})")
     typer.echo(f"{'arm':<22}{'NDCG@10':>8}{'95% CI':>18}{'seed sd':>8}{'delta':>9}{'95% CI':>20}{'p':>8}{'p_holm':>8}"
@@ -171,7 +262,19 @@ def _print_rif(summary: dict) -> None:
         typer.echo(f"{a['name']:<22}{n['mean']:>8.4f}  [{n['ci'][0]:.4f}, {n['ci'][1]:.4f}]{n['seed_sd']:>8.4f}"
                    f"{d['mean']:>+9.4f}  [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{_fmt_p(a['p']):>8}{_fmt_p(a['p_holm']):>8}"
                    f"{r['mean']:>8.4f}{a['delta_recall']['mean']:>+8.4f}{supp:>11,}")
+    _echo_dropped(summary.get("dropped"), dataset, path)
     typer.echo(f"results: {summary['results_dir']}")
+
+
+def _check_rif(protocol: str, seeds: int, alpha: Optional[float] = None, eta: Optional[float] = None,
+               burn_in: Optional[int] = None) -> None:
+    from .rif.protocols import PROTOCOLS
+
+    check.choice("--protocol", protocol, PROTOCOLS)
+    check.at_least("--seeds", seeds, 1)
+    check.at_least("--burn-in", burn_in, 0)
+    check.at_least("--alpha", alpha, 0)
+    check.at_least("--eta", eta, 0)
 
 
 @rif_app.command("run")
@@ -185,45 +288,53 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
             eager_decay: bool = typer.Option(False, "--eager-decay", help="decay at read time instead of lazily on update"),
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
-            encoder: str = EncoderOpt, as_json: bool = typer.Option(False, "--json", help="one JSON object on stdout")) -> None:
+            encoder: str = EncoderOpt, backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
     """Replay RIF arms under a protocol from cached pools; prints the table and writes data/results/<run>/."""
     from .experiments.rif import RIFExperiment
     from .retrieval.pipeline import PipelineConfig
 
+    _check_rif(protocol, seeds, alpha, eta, burn_in)
+    arm_names = check.arm_names(arms, RIFExperiment.ks)
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, None, second_stage, backend)
     exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
-                        arms=arms.split(",") if arms else None, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
+                        arms=arm_names, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
                         eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries,
-                        conversations=conversations, pipeline=PipelineConfig(encoder=encoder))
+                        conversations=conversations, pipeline=PipelineConfig(encoder=encoder), **_backend_kw(RIFExperiment, backend))
     summary = exp.run()
     if as_json:
         typer.echo(json.dumps(summary))
     else:
-        _print_rif(summary)
+        _print_rif(summary, dataset, path)
 
 
 @rif_app.command("sweep")
 @_guard
 def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
-              protocol: str = typer.Option("paper", "--protocol"),
+              protocol: str = typer.Option("paper", "--protocol", help="paper | heldout | prequential"),
               param: str = typer.Option("k", "--param", help="k | alpha | eta"),
-              values: str = typer.Option("1,10,30,50,100", "--values", help="comma-separated values"),
+              values: str = typer.Option("1,10,30,50,100", "--values", help="comma-separated values (integers >= 1 for k, numbers >= 0 otherwise)"),
               rule: str = typer.Option("gap", "--rule", help="uniform | gap"),
               seeds: int = typer.Option(1, "--seeds"), limit_queries: Optional[int] = LimitOpt,
               conversations: Optional[int] = ConvOpt, reranker: str = RerankerOpt, encoder: str = EncoderOpt,
-              as_json: bool = typer.Option(False, "--json")) -> None:
+              backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
     """NDCG@10 delta vs baseline as one parameter varies (K, alpha or eta)."""
     from .experiments.rif import RIFExperiment
     from .retrieval.pipeline import PipelineConfig
 
+    _check_rif(protocol, seeds)
+    check.choice("--param", param, check.SWEEP_PARAMS)
+    check.choice("--rule", rule, check.RULES)
+    grid = check.numbers("--values", values, integer=param == "k", lo=1 if param == "k" else 0)
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, backend=backend)
+    backend_kw = _backend_kw(RIFExperiment, backend)
     rows = []
-    for raw in values.split(","):
-        v = float(raw)
+    for v in grid:
         k = int(v) if param == "k" else 30
         arm = f"global-{rule}" if k == 1 else f"clustered{k}-{rule}"
         kw = {"alpha": v} if param == "alpha" else {"eta": v} if param == "eta" else {}
         s = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol, arms=[arm], ks=(k,) if k > 1 else (),
                           seeds=seeds, limit_queries=limit_queries, conversations=conversations, progress=False, map=False,
-                          pipeline=PipelineConfig(encoder=encoder), **kw).run()
+                          pipeline=PipelineConfig(encoder=encoder), **backend_kw, **kw).run()
         a = s["arms"][-1]
         rows.append({param: v, "arm": arm, "ndcg@10": a["ndcg@10"]["mean"], "delta_ndcg": a["delta_ndcg"]["mean"],
                      "delta_ci": a["delta_ndcg"]["ci"], "p": a["p"], "results_dir": s["results_dir"]})
@@ -238,11 +349,35 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
 @rif_app.command("report")
 @_guard
 def rif_report(dataset: str = typer.Argument("locomo"), reranker: Optional[str] = typer.Option(None, "--reranker", help="default: that of the newest paper run"),
-               levels: int = typer.Option(6, "--teacher-levels", help="simulated-teacher quality levels")) -> None:
+               levels: int = typer.Option(6, "--teacher-levels", help="simulated-teacher quality levels (>= 1)")) -> None:
     """Write RESULTS.md from the newest full runs of each protocol, with the teacher-quality study."""
     from .report import write_report
 
+    check.dataset(dataset, None)
+    check.at_least("--teacher-levels", levels, 1)
     typer.echo(f"wrote {write_report(dataset, reranker, teacher_levels=levels)}")
+
+
+@cache_app.command("stats")
+@_guard
+def cache_stats_cmd(as_json: bool = JsonOpt) -> None:
+    """Pairs stored per reranker in the pair-score cache, and the last pool build's hits and misses."""
+    from .inference.pair_cache import cache_stats
+
+    info = cache_stats()
+    if as_json:
+        typer.echo(json.dumps(info))
+        return
+    typer.echo(f"pair-score cache {info['path']}: {info['pairs']:,} pairs")
+    for r in info["rerankers"]:
+        typer.echo(f"  {r['identity']:<60}{r['pairs']:>12,}")
+    last = info.get("last_build")
+    if last:
+        rate = "-" if last["hit_rate"] is None else f"{last['hit_rate']:.1%}"
+        typer.echo(f"last build {last['at']} ({last['label']}, {last['reranker']}): {last['hits']:,} hits, "
+                   f"{last['scored']:,} scored, hit rate {rate}")
+    else:
+        typer.echo("no pool build has used the cache yet")
 
 
 @app.command("stats")
@@ -281,9 +416,25 @@ def dashboard(port: int = typer.Option(8501, "--port"), headless: bool = typer.O
     raise typer.Exit(subprocess.call(cmd))
 
 
-def main() -> None:
-    app()
+def main(argv: Optional[list[str]] = None) -> None:
+    """Run the app outside click's standalone mode, so that its parse errors are one `error:` line too."""
+    from typer._click import exceptions as click_exc  # typer (pinned 0.29) vendors its own click
+
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except click_exc.NoArgsIsHelpError as exc:  # a bare group: show its help, as standalone click does
+        exc.show()
+        code = exc.exit_code
+    except click_exc.ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        typer.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
+        code = 2 if isinstance(exc, click_exc.UsageError) else exc.exit_code
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        code = 130
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,9 +17,32 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("LETHE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+class LetheHomeError(ValueError):
+    """`LETHE_HOME` points at something lethe-lab cannot use; the message is one line."""
+
+
 def home_dir() -> Path:
-    """Root of everything lethe-lab writes (gitignored `data/` by default)."""
-    return Path(os.environ.get("LETHE_HOME", REPO_ROOT / "data"))
+    """Root of everything lethe-lab writes (gitignored `data/` by default).
+
+    Checked on every call: a `LETHE_HOME` that is a file would otherwise surface as a
+    NotADirectoryError traceback deep inside whichever cache first writes there.
+    """
+    home = Path(os.environ.get("LETHE_HOME", REPO_ROOT / "data"))
+    if home.exists() and not home.is_dir():
+        raise LetheHomeError(f"LETHE_HOME={home} is not a directory; point LETHE_HOME at a folder (or unset it for {REPO_ROOT / 'data'})")
+    return home
+
+
+def writable_home() -> Path:
+    """`home_dir()`, checked writable (or creatable) before a command starts work that writes there."""
+    home = home_dir()
+    probe = home
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        where = "" if probe == home else f" (its nearest existing parent {probe} is not a writable folder)"
+        raise LetheHomeError(f"LETHE_HOME={home} is not writable{where}; point LETHE_HOME at a folder you can write")
+    return home
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,156 @@
+"""Checks of command-line values, run before any dataset, model or pool is touched.
+
+A bad value must cost the user a second, not a pool build: every check here is a string or
+file-system test, and each failure is one `ArgError` line naming the option, what it accepts
+and what it got (the CLI prints it as `error: ...` with exit code 2).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Iterable, Sequence
+from urllib.parse import urlparse
+
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8")  # cross-encoder inference backends (`--backend`)
+SWEEP_PARAMS = ("k", "alpha", "eta")
+RULES = ("uniform", "gap")
+SYNTHETIC_TURNS = (100, 1_000_000)  # the range `generate_synthetic` accepts
+RERANKER_FORMS = "auto | hub:<name> | local:<folder> | trained:<name> | test:lexical"
+
+
+class ArgError(ValueError):
+    """A command-line value that cannot be used; the message is the whole user-facing line."""
+
+
+def at_least(option: str, value, lo):
+    """`value` (None passes: "not given") must be >= lo."""
+    if value is not None and not value >= lo:
+        raise ArgError(f"{option} must be >= {lo}, got {value}")
+    return value
+
+
+def fraction(option: str, value: float) -> float:
+    if not 0 < value <= 1:
+        raise ArgError(f"{option} must be a fraction in (0, 1], got {value}")
+    return value
+
+
+def choice(option: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ArgError(f"{option} must be one of {', '.join(allowed)}; got {value!r}")
+    return value
+
+
+def numbers(option: str, raw: str, integer: bool = False, lo: float = 0) -> list[float]:
+    """A comma-separated list of finite numbers >= lo (integers when `integer`)."""
+    kind = f"integers >= {lo}" if integer else f"numbers >= {lo}"
+    out = []
+    for item in raw.split(","):
+        try:
+            v = int(item) if integer else float(item)
+        except ValueError:
+            raise ArgError(f"{option} must be comma-separated {kind}; got {item.strip()!r} in {raw!r}") from None
+        if not math.isfinite(v) or v < lo:
+            raise ArgError(f"{option} must be comma-separated {kind}; got {item.strip()!r} in {raw!r}")
+        out.append(v)
+    return out
+
+
+def arm_names(raw: str | None, ks: Iterable[int]) -> list[str] | None:
+    """`--arms a,b`: names of `standard_arms(ks)`, so a typo fails before the pools are built."""
+    if raw is None:
+        return None
+    from .rif.replay import standard_arms
+
+    known = [a.name for a in standard_arms(tuple(ks))]
+    names = [a.strip() for a in raw.split(",")]
+    unknown = [a for a in names if a not in known]
+    if unknown:
+        raise ArgError(f"--arms: unknown arm(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return names
+
+
+def dataset(spec: str, path: str | None) -> str:
+    """The dataset name (the loader itself reports a missing or malformed file)."""
+    from .datasets import DATASETS
+
+    allowed = ", ".join(DATASETS)
+    if spec.startswith("synthetic"):
+        head, sep, n = spec.partition(":")
+        lo, hi = SYNTHETIC_TURNS
+        if head != "synthetic" or (sep and not (n.isdigit() and lo <= int(n) <= hi)):
+            raise ArgError(f"DATASET {spec!r}: synthetic takes a number of turns, synthetic:N with N in {lo:,}..{hi:,}")
+        return spec
+    if spec not in {d for d in DATASETS if not d.startswith("synthetic")}:
+        raise ArgError(f"DATASET must be one of {allowed}; got {spec!r}")
+    if spec == "beir" and path is None:
+        raise ArgError("DATASET beir needs --path FOLDER (corpus.jsonl, queries, qrels/)")
+    return spec
+
+
+def reranker(spec: str, option: str = "--reranker") -> str:
+    """One of RERANKER_FORMS, with the thing it names present (or, for the hub, reachable)."""
+    kind, sep, arg = spec.partition(":")
+    if spec in ("auto", "test:lexical"):
+        return spec
+    if kind == "hub" and sep:
+        _hub_model(option, arg or "cross-encoder/ms-marco-MiniLM-L-6-v2", spec,
+                   "use local:<folder>, a reranker trained here (trained:<name>) or test:lexical")
+        return spec
+    if kind == "local" and arg:
+        if not Path(arg).expanduser().is_dir():
+            raise ArgError(f"{option} {spec}: no folder {arg}")
+        return spec
+    if kind == "trained" and arg:
+        from .paths import models_dir
+
+        root = models_dir()
+        if not (root / arg / "trained.json").is_file():
+            have = sorted(p.name for p in root.glob("*") if (p / "trained.json").is_file()) if root.is_dir() else []
+            raise ArgError(f"{option} {spec}: no trained reranker {arg!r} under {root} (trained here: "
+                           f"{', '.join(have) or 'none'}; train one with `lethe-lab reranker train locomo --name {arg}`)")
+        return spec
+    raise ArgError(f"{option} must be {RERANKER_FORMS}; got {spec!r}")
+
+
+def encoder(spec: str) -> str:
+    """`minilm` (bundled), `test:hash`, a model folder, or a hub name (cached, or the hub reachable)."""
+    if spec in ("minilm", "test:hash"):
+        return spec
+    if Path(spec).expanduser().is_dir():
+        return spec
+    if ":" in spec or spec.startswith((".", "/", "~")) or not spec.strip():
+        raise ArgError(f"--encoder must be minilm | test:hash | a sentence-transformers folder | a hub name; got {spec!r}")
+    _hub_model("--encoder", spec, spec, "use minilm (bundled) or a local model folder")
+    return spec
+
+
+def _hub_model(option: str, name: str, spec: str, instead: str) -> None:
+    """A hub model must be in the local cache or the hub reachable now.
+
+    Offline, the hub clients retry for about a minute before giving up; a 3 s connection test
+    instead fails at once, and a cached model is then loaded in offline mode (no retries).
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        reachable = False
+    else:
+        from huggingface_hub import constants
+
+        url = urlparse(constants.ENDPOINT)
+        try:
+            socket.create_connection((url.hostname, url.port or 443), timeout=3).close()
+            reachable = True
+        except OSError:
+            reachable = False
+            constants.HF_HUB_OFFLINE = True  # read at call time by huggingface_hub and transformers
+            os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    if reachable:
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(name, "config.json"), str):
+        raise ArgError(f"{option} {spec}: {name!r} is not in the Hugging Face cache and the hub is unreachable "
+                       f"(offline); {instead}")

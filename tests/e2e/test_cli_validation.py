@@ -1,0 +1,172 @@
+"""Every bad CLI value fails before any work: one `error:` line naming the option, exit code 2, nothing written.
+
+These go through `main()`, the real entry point, so click's own parse errors are covered too.
+"""
+
+import json
+import os
+
+import pytest
+
+from lethe_core.cli import main
+
+SYN = ("synthetic:500", "--reranker", "test:lexical", "--encoder", "test:hash")
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def fails(capsys, home, *args):
+    """Exit 2, a single `error:` line on stderr, nothing on stdout and nothing created under LETHE_HOME."""
+    code, out, err = run(capsys, *args)
+    assert code == 2, (code, out, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: "), err
+    assert list(home.iterdir()) == [], "work started before the arguments were checked"
+    return err.strip()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("systems", *SYN, "--limit-queries", "-5"), "--limit-queries must be >= 1, got -5"),
+    (("systems", *SYN, "--limit-queries", "0"), "--limit-queries must be >= 1, got 0"),
+    (("systems", *SYN, "--conversations", "0"), "--conversations must be >= 1, got 0"),
+    (("pools", "build", *SYN, "--conversations", "-1"), "--conversations must be >= 1, got -1"),
+    (("pools", "build", *SYN, "--k-leg", "0"), "--k-leg must be >= 1, got 0"),
+    (("rif", "run", *SYN, "--seeds", "0"), "--seeds must be >= 1, got 0"),
+    (("rif", "run", *SYN, "--burn-in", "-10"), "--burn-in must be >= 0, got -10"),
+    (("rif", "run", *SYN, "--alpha", "-5"), "--alpha must be >= 0, got -5.0"),
+    (("rif", "run", *SYN, "--eta", "-0.1"), "--eta must be >= 0, got -0.1"),
+    (("rif", "sweep", *SYN, "--seeds", "0"), "--seeds must be >= 1, got 0"),
+    (("reranker", "train", "locomo", "--folds", "1"), "--folds must be >= 2, got 1"),
+    (("reranker", "train", "locomo", "--epochs", "0"), "--epochs must be >= 1, got 0"),
+    (("reranker", "train", "locomo", "--negatives", "0"), "--negatives must be >= 1, got 0"),
+    (("reranker", "train", "locomo", "--budget", "0"), "--budget must be a fraction in (0, 1], got 0.0"),
+    (("reranker", "train", "locomo", "--budget", "1.5"), "--budget must be a fraction in (0, 1], got 1.5"),
+    (("reranker", "train", "locomo", "--name", "../x"), "--name must be a plain folder name"),
+])
+def test_ranges(capsys, isolated_home, args, expected):
+    assert fails(capsys, isolated_home, *args).startswith(f"error: {expected}")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("rif", "run", *SYN, "--protocol", "magic"), "--protocol must be one of paper, heldout, prequential; got 'magic'"),
+    (("rif", "sweep", *SYN, "--protocol", "magic"), "--protocol must be one of paper, heldout, prequential"),
+    (("systems", *SYN, "--second-stage", "magic"), "--second-stage must be one of ce, fused; got 'magic'"),
+    (("rif", "run", *SYN, "--second-stage", "x"), "--second-stage must be one of ce, fused"),
+    (("rif", "sweep", *SYN, "--param", "nonsense"), "--param must be one of k, alpha, eta; got 'nonsense'"),
+    (("rif", "sweep", *SYN, "--rule", "both"), "--rule must be one of uniform, gap; got 'both'"),
+    (("rif", "sweep", *SYN, "--values", "a,b"), "--values must be comma-separated integers >= 1; got 'a'"),
+    (("rif", "sweep", *SYN, "--values", "0,10"), "--values must be comma-separated integers >= 1; got '0'"),
+    (("rif", "sweep", *SYN, "--values", "1.5"), "--values must be comma-separated integers >= 1; got '1.5'"),
+    (("rif", "sweep", *SYN, "--param", "alpha", "--values", "0.1,-1"), "--values must be comma-separated numbers >= 0; got '-1'"),
+    (("rif", "sweep", *SYN, "--param", "eta", "--values", "nan"), "--values must be comma-separated numbers >= 0; got 'nan'"),
+    (("rif", "run", *SYN, "--arms", "global-gap,clustered30-gapp"), "--arms: unknown arm(s) 'clustered30-gapp'; known: baseline, control,"),
+    (("pools", "build", *SYN, "--backend", "gpu"), "--backend must be one of auto, torch, onnx, onnx-int8; got 'gpu'"),
+    (("systems", *SYN, "--backend", "cuda"), "--backend must be one of auto, torch, onnx, onnx-int8"),
+    (("rif", "run", *SYN, "--backend", "x"), "--backend must be one of"),
+    (("rif", "sweep", *SYN, "--backend", "x"), "--backend must be one of"),
+])
+def test_names(capsys, isolated_home, args, expected):
+    assert fails(capsys, isolated_home, *args).startswith(f"error: {expected}")
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("magic:x", "--reranker must be auto | hub:<name> | local:<folder> | trained:<name> | test:lexical; got 'magic:x'"),
+    ("trained:nope", "--reranker trained:nope: no trained reranker 'nope' under"),
+    ("local:/nonexistent/folder", "--reranker local:/nonexistent/folder: no folder"),
+    ("hub:nobody/no-such-model", "--reranker hub:nobody/no-such-model: 'nobody/no-such-model' is not in the Hugging Face cache"),
+    ("test:magic", "--reranker must be auto"),
+])
+def test_reranker_spec(capsys, isolated_home, spec, expected):
+    for cmd in (("systems",), ("rif", "run"), ("pools", "build")):
+        err = fails(capsys, isolated_home, *cmd, "synthetic:500", "--encoder", "test:hash", "--reranker", spec)
+        assert err.startswith(f"error: {expected}"), err
+
+
+def test_trained_reranker_names_the_ones_that_exist(capsys, isolated_home, tmp_path, monkeypatch):
+    (tmp_path / "home" / "models" / "mine").mkdir(parents=True)
+    (tmp_path / "home" / "models" / "mine" / "trained.json").write_text("{}")
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path / "home"))
+    code, _, err = run(capsys, "systems", "locomo", "--reranker", "trained:other")
+    assert code == 2 and "trained here: mine" in err
+    code, _, err = run(capsys, "reranker", "report", "other")
+    assert code == 2 and err.startswith("error: NAME trained:other: no trained reranker 'other'")
+
+
+@pytest.mark.parametrize("spec", ["test:magic", "nobody/no-such-encoder", "./missing-folder"])
+def test_encoder_spec(capsys, isolated_home, spec):
+    err = fails(capsys, isolated_home, "systems", "synthetic:500", "--reranker", "test:lexical", "--encoder", spec)
+    assert err.startswith(f"error: --encoder {spec}") or err.startswith("error: --encoder must be"), err
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("data", "describe", "synthetic:abc"), "DATASET 'synthetic:abc': synthetic takes a number of turns, synthetic:N with N in 100..1,000,000"),
+    (("systems", "synthetic:50", "--reranker", "test:lexical"), "DATASET 'synthetic:50'"),
+    (("rif", "run", "syntheticx", "--reranker", "test:lexical"), "DATASET 'syntheticx'"),
+    (("data", "describe", "nosuch"), "DATASET must be one of locomo, longmemeval, nfcorpus, beir, synthetic[:N_TURNS]; got 'nosuch'"),
+    (("pools", "build", "beir", "--reranker", "test:lexical"), "DATASET beir needs --path FOLDER"),
+    (("reranker", "train", "nosuch"), "DATASET must be one of"),
+])
+def test_dataset_spec(capsys, isolated_home, args, expected):
+    assert fails(capsys, isolated_home, *args).startswith(f"error: {expected}")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("rif", "run", "locomo", "--seeds", "x"), "Invalid value for '--seeds'"),
+    (("systems", "locomo", "--limit-queries", "many"), "Invalid value for '--limit-queries'"),
+    (("rif", "run", "locomo", "--sedes", "3"), "No such option: --sedes"),
+    (("systems",), "Missing argument"),
+    (("dashboard", "--port", "0"), "Invalid value for '--port'"),
+    (("dashboard", "--port", "70000"), "Invalid value for '--port'"),
+    (("nosuchcommand",), "No such command"),
+])
+def test_click_parse_errors_are_one_line(capsys, isolated_home, args, expected):
+    err = fails(capsys, isolated_home, *args)
+    assert err.startswith(f"error: {expected}") and "--help" in err, err
+
+
+def test_help_still_works(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "systems" in out and "cache" in out
+    code, out, _ = run(capsys, "rif", "run", "--help")
+    assert code == 0 and "--backend" in out and "--arms" in out
+
+
+def test_lethe_home_that_is_a_file(capsys, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    code, out, err = run(capsys, "systems", *SYN)
+    assert code == 2 and err.startswith(f"error: LETHE_HOME={home} is not a directory; point LETHE_HOME at a folder")
+    assert err.count("\n") == 1 and home.read_text() == "not a folder"
+    monkeypatch.setenv("LETHE_HOME", str(home / "sub"))  # under a file: cannot be created
+    code, _, err = run(capsys, "pools", "build", *SYN)
+    assert code == 2 and err.startswith(f"error: LETHE_HOME={home / 'sub'} is not writable (its nearest existing parent {home}")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only folder")
+def test_lethe_home_not_writable(capsys, tmp_path, monkeypatch):
+    home = tmp_path / "ro"
+    home.mkdir(mode=0o500)
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    code, _, err = run(capsys, "rif", "run", *SYN)
+    assert code == 2 and err.startswith(f"error: LETHE_HOME={home} is not writable")
+
+
+def test_pools_build_json_with_the_default_backend(capsys):
+    code, out, err = run(capsys, "pools", "build", *SYN, "--limit-queries", "3", "--backend", "auto", "--json")
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["n_queries"] == 3
+
+
+def test_cache_stats(capsys):
+    pytest.importorskip("lethe_core.inference.pair_cache")
+    code, out, err = run(capsys, "cache", "stats", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert "rerankers" in info and "last_build" in info
+    code, out, _ = run(capsys, "cache", "stats")
+    assert code == 0 and "pair-score cache" in out
