@@ -8,7 +8,9 @@ Everything is seeded: the same inputs and seed give the same numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -75,29 +77,64 @@ def adjust(pvalues, method: str = "holm") -> np.ndarray:
     return multipletests(p, method=method)[1]
 
 
-def load_per_query_file(path) -> dict[str, dict[str, np.ndarray]]:
-    """{config name: {metric: per-query array}} from the reference's per-query JSON layout."""
-    from pathlib import Path
+METRICS = ("ndcg", "recall")
+METRIC_RANGE = (0.0, 1.0)  # NDCG@k and Recall@k both live in [0, 1]
 
+
+def _bad_value(values) -> str | None:
+    """Why a per-query array is unusable (None when it is fine): the test would otherwise report garbage as significant.
+
+    One NaN makes every permuted mean NaN, which the `>=` comparison counts as never extreme, so p collapses to
+    its floor; a JSON `true` would count as 1.0; 7.5 cannot be an NDCG.
+    """
+    if not isinstance(values, (list, tuple, np.ndarray)):
+        return f"expected a list of numbers, got {type(values).__name__}"
+    if len(values) == 0:
+        return "is empty"
+    lo, hi = METRIC_RANGE
+    for k, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            return f"expected a list of numbers, value [{k}] is {type(v).__name__} {v!r:.40}"
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+            return f"value [{k}] is {v}; per-query metrics must be finite"
+        if not lo <= v <= hi:
+            return f"value [{k}] = {v!r:.40} is outside [{lo:g}, {hi:g}]"
+    return None
+
+
+def load_per_query_file(path) -> dict[str, dict[str, np.ndarray]]:
+    """{config name: {metric: per-query array}} from the reference's per-query JSON layout.
+
+    Everything `compare_configs` needs is checked here, so a bad file is one DatasetError naming the file,
+    the record (`configs[i] (name)`) and the field, never a misleading table.
+    """
     from .datasets.errors import DatasetError, read_json
 
-    data = read_json(Path(path))
+    path = Path(path)
+    data = read_json(path)
     configs = data.get("configs") if isinstance(data, dict) else None
     if not isinstance(configs, list) or not configs:
         raise DatasetError(path, "expected an object with a non-empty 'configs' list", field="configs")
     out: dict[str, dict[str, np.ndarray]] = {}
+    where: dict[str, str] = {}  # name -> record that defined it
     n = None
     for i, c in enumerate(configs):
         rec = f"configs[{i}]"
-        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
-            raise DatasetError(path, "missing or non-string", record=rec, field="name")
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"]:
+            raise DatasetError(path, "missing, empty or not a string", record=rec, field="name")
+        rec = f"{rec} ({c['name']})"
+        if c["name"] in where:
+            raise DatasetError(path, f"duplicate config name: {where[c['name']]} has the same name", record=rec, field="name")
+        where[c["name"]] = rec
         arrays = {}
-        for metric in ("ndcg", "recall"):
+        for metric in METRICS:
             values = c.get(metric)
-            if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-                raise DatasetError(path, "expected a list of numbers", record=f"{rec} ({c['name']})", field=metric)
+            problem = "missing" if values is None else _bad_value(values)
+            if problem:
+                raise DatasetError(path, problem, record=rec, field=metric)
             if n is not None and len(values) != n:
-                raise DatasetError(path, f"has {len(values)} values, other configs {n}: arrays must be paired", record=f"{rec} ({c['name']})", field=metric)
+                raise DatasetError(path, f"has {len(values)} values, {n} in {next(iter(where.values()))}: arrays must be paired",
+                                   record=rec, field=metric)
             n = len(values)
             arrays[metric] = np.asarray(values, dtype=float)
         out[c["name"]] = arrays
@@ -108,6 +145,15 @@ def compare_configs(configs: dict[str, dict[str, np.ndarray]], baseline: str, se
     """The paper's table: per config, mean + CI, paired delta + CI, permutation p, Holm / Bonferroni."""
     if baseline not in configs:
         raise ValueError(f"baseline {baseline!r} not among the configs: {', '.join(configs)}")
+    n = len(configs[baseline].get("ndcg", ()))
+    for name, arrays in configs.items():  # the same checks as the file loader, for callers passing arrays
+        for metric in METRICS:
+            values = arrays.get(metric)
+            problem = "missing" if values is None else _bad_value(values)
+            if problem is None and len(values) != n:
+                problem = f"has {len(values)} values, the baseline {n}: arrays must be paired"
+            if problem:
+                raise ValueError(f"config {name!r}, metric {metric!r}: {problem}")
     base = configs[baseline]
     rows = []
     for name, arrays in configs.items():

@@ -1,8 +1,11 @@
+import json
+
 import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
 from lethe_core import stats
+from lethe_core.datasets import DatasetError
 
 
 def test_bootstrap_is_seeded_and_brackets_the_mean():
@@ -42,3 +45,86 @@ def test_corrections_match_statsmodels():
 def test_paired_arrays_must_match():
     with pytest.raises(ValueError):
         stats.paired_delta_ci([1, 2], [1, 2, 3])
+
+
+def _per_query(tmp_path, configs, raw=None):
+    path = tmp_path / "per_query.json"
+    path.write_text(raw if raw is not None else json.dumps({"configs": configs}))
+    return path
+
+
+def _ok():
+    return [{"name": "baseline", "ndcg": [0.1, 0.5, 0.9], "recall": [0.0, 1.0, 0.5]},
+            {"name": "rif", "ndcg": [0.2, 0.6, 1.0], "recall": [0.5, 1.0, 1]}]
+
+
+@pytest.mark.parametrize(
+    "mutate, record, field, problem",
+    [
+        (lambda c: c[1]["ndcg"].__setitem__(1, True), "configs[1] (rif)", "ndcg", r"value \[1\] is bool"),
+        (lambda c: c[1]["ndcg"].__setitem__(0, 7.5), "configs[1] (rif)", "ndcg", r"value \[0\] = 7.5 is outside \[0, 1\]"),
+        (lambda c: c[0]["recall"].__setitem__(2, -0.1), "configs[0] (baseline)", "recall", "outside"),
+        (lambda c: c[1]["ndcg"].__setitem__(2, float("nan")), "configs[1] (rif)", "ndcg", r"value \[2\] is nan; .* finite"),
+        (lambda c: c[1]["recall"].__setitem__(2, float("inf")), "configs[1] (rif)", "recall", "finite"),
+        (lambda c: c[1]["recall"].__setitem__(2, 10 ** 400), "configs[1] (rif)", "recall", "outside"),
+        (lambda c: c[1].__setitem__("name", "baseline"), "configs[1] (baseline)", "name", r"duplicate config name: configs\[0\] \(baseline\)"),
+        (lambda c: c[1]["ndcg"].pop(), "configs[1] (rif)", "ndcg", "has 2 values, 3 in configs\\[0\\]"),
+        (lambda c: c[0].__setitem__("ndcg", []), "configs[0] (baseline)", "ndcg", "is empty"),
+        (lambda c: c[1].pop("recall"), "configs[1] (rif)", "recall", "missing"),
+        (lambda c: c[1].__setitem__("name", 3), "configs[1]", "name", "not a string"),
+    ],
+)
+def test_bad_per_query_values_are_errors_naming_file_record_and_field(tmp_path, mutate, record, field, problem):
+    configs = _ok()
+    mutate(configs)
+    path = _per_query(tmp_path, configs)
+    with pytest.raises(DatasetError, match=problem) as err:
+        stats.load_per_query_file(path)
+    assert (err.value.file, err.value.record, err.value.field) == (str(path), record, field)
+
+
+def test_bare_nan_in_the_file_is_rejected_not_tested(tmp_path):
+    raw = json.dumps({"configs": _ok()}).replace("0.6", "NaN")
+    with pytest.raises(DatasetError, match=r"configs\[1\] \(rif\), field 'ndcg': value \[1\] is nan"):
+        stats.load_per_query_file(_per_query(tmp_path, None, raw))
+
+
+@pytest.mark.parametrize("raw, match", [(b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8"), (b"[]", "non-empty 'configs' list"),
+                                        (b'{"configs": [', "invalid JSON")])
+def test_unusable_files_name_themselves(tmp_path, raw, match):
+    path = tmp_path / "per_query.json"
+    path.write_bytes(raw)
+    with pytest.raises(DatasetError, match=f"per_query.json.*{match}"):
+        stats.load_per_query_file(path)
+    with pytest.raises(DatasetError, match="is a directory"):
+        stats.load_per_query_file(tmp_path)
+
+
+def test_a_valid_file_loads_and_compares(tmp_path):
+    configs = stats.load_per_query_file(_per_query(tmp_path, _ok()))
+    assert list(configs) == ["baseline", "rif"] and configs["rif"]["recall"].tolist() == [0.5, 1.0, 1.0]
+    table = stats.compare_configs(configs, "baseline", seed=0)
+    assert table["n_queries"] == 3 and table["configs"][1]["delta_ndcg"]["mean"] == pytest.approx(0.1)
+
+
+def test_compare_configs_validates_arrays_it_is_given():
+    base = {"ndcg": np.array([0.1, 0.2]), "recall": np.array([0.1, 0.2])}
+    with pytest.raises(ValueError, match=r"config 'x', metric 'ndcg': value \[0\] is nan"):
+        stats.compare_configs({"baseline": base, "x": {"ndcg": np.array([np.nan, 0.2]), "recall": base["recall"]}}, "baseline")
+    with pytest.raises(ValueError, match=r"config 'x', metric 'recall': has 1 values, the baseline 2"):
+        stats.compare_configs({"baseline": base, "x": {"ndcg": base["ndcg"], "recall": np.array([0.3])}}, "baseline")
+
+
+def test_cli_json_is_strict_and_errors_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from lethe_core.cli import app
+
+    ok = _per_query(tmp_path, _ok())
+    res = CliRunner().invoke(app, ["stats", str(ok), "--json"])
+    assert res.exit_code == 0, res.output
+    json.loads(res.stdout, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    configs = _ok()
+    configs[1]["ndcg"][0] = float("nan")
+    res = CliRunner().invoke(app, ["stats", str(_per_query(tmp_path, configs)), "--json"])
+    assert res.exit_code == 2 and "record configs[1] (rif), field 'ndcg'" in res.output and "p_ndcg" not in res.stdout
