@@ -390,7 +390,7 @@ def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{
 
     table = compare_configs(load_per_query_file(file), baseline, seed=seed)
     if as_json:
-        typer.echo(json.dumps(table))
+        typer.echo(json.dumps(table, allow_nan=False))  # strict JSON: inputs are validated finite
         return
     typer.echo(f"{table['n_queries']} queries, baseline {baseline}")
     for metric in ("ndcg", "recall"):
