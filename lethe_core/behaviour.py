@@ -1,4 +1,4 @@
-"""Behaviour of the reranker's top-1 (the paper's decomposition, DESIGN.md section 4).
+"""Behaviour of the reranker's top-1 (the paper's decomposition; docs/method.md, "Metrics").
 
 exact_episode + sibling_confusion + wrong_family = 1 for every query. stale_fact is the
 reference's definition (sibling confusion on knowledge-update questions, NaN on other

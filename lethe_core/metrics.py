@@ -1,4 +1,4 @@
-"""Ranking metrics on one query's ranked list of turn ids (DESIGN.md section 4).
+"""Ranking metrics on one query's ranked list of turn ids (docs/method.md, "Metrics").
 
 All return per-query floats; aggregate with numpy / `lethe_core.stats` so that every
 mean comes with the per-query array it was computed from.

@@ -1,4 +1,4 @@
-"""Tokenizer shared by BM25 and the lexical test reranker (DESIGN.md section 2)."""
+"""Tokenizer shared by BM25 and the lexical test reranker (docs/method.md, "First stage")."""
 
 from __future__ import annotations
 

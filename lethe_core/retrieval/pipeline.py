@@ -20,7 +20,7 @@ from .fusion import RRF_K, rrf
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """First-stage settings (DESIGN.md section 2). `k_leg` is the depth of each leg (30; 80 as an option)."""
+    """First-stage settings (docs/method.md, "First stage"). `k_leg` is the depth of each leg (30; 80 as an option)."""
 
     k_leg: int = 30
     rrf_k: int = RRF_K

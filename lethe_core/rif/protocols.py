@@ -1,4 +1,4 @@
-"""Evaluation protocols over cached pools (DESIGN.md section 3).
+"""Evaluation protocols over cached pools (docs/protocols.md).
 
 - paper: clusters fit on all evaluation queries; hot/cold burn-in drawn exactly as the
   reference draws it (`hot_cold_schedule`); then every query once with the state frozen.

@@ -1,6 +1,6 @@
 """RIF replay over cached pools: no search and no reranker call, only numpy over the pool arrays.
 
-One retrieval (paper algorithm 1, DESIGN.md section 2): adjusted = rrf - alpha * s[cluster, entry]
+One retrieval (paper algorithm 1; docs/method.md, "Clustered RIF"): adjusted = rrf - alpha * s[cluster, entry]
 over the whole union, re-sorted (ties keep the RRF order); the top P form the reranker's pool
 (r_init = rank there); sorting the pool by the cross-encoder gives r_final and the winners (its
 top 10); every pool member is then updated. The second-stage mode (`ce` or `fused`) decides

@@ -1,4 +1,4 @@
-"""Suppression strengths (paper eqs. 1-2; DESIGN.md section 2), vectorised over a pool.
+"""Suppression strengths (paper eqs. 1-2; docs/method.md, "Clustered RIF"), vectorised over a pool.
 
 uniform:  (1 - r_init / P) * sigmoid(-x)
 rank-gap: max(0, r_final - r_init) / P * sigmoid(-x)

@@ -1,4 +1,4 @@
-"""`lethe-lab stats` reproduces the reference's own table (DESIGN.md section 4) within Monte-Carlo error."""
+"""`lethe-lab stats` reproduces the reference's own table (docs/protocols.md, "Statistics") within Monte-Carlo error."""
 
 import json
 

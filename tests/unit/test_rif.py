@@ -1,4 +1,4 @@
-"""RIF engine invariants (DESIGN.md section 2): strengths, caps, floors, decay, cluster isolation, alpha = 0."""
+"""RIF engine invariants (docs/method.md, "Clustered RIF"): strengths, caps, floors, decay, cluster isolation, alpha = 0."""
 
 import math
 
