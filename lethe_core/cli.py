@@ -166,6 +166,11 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
     _echo_dropped(dropped, dataset, path)
 
 
+def _pool_recall(system: dict) -> float:
+    """Recall of what the system reorders: `union_recall` for control (the whole union), else `pool_recall@30`."""
+    return system["union_recall"] if "union_recall" in system else system["pool_recall@30"]
+
+
 @app.command("systems")
 @_guard
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
@@ -184,11 +189,12 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
         return
     typer.echo(f"\n{summary['dataset']}: {summary['n_queries']:,} queries, reranker {summary['reranker']}, "
                f"second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'}")
-    typer.echo(f"{'system':<15}{'NDCG@10':>9}{'95% CI':>18}{'R@10':>8}{'poolR@30':>10}{'p vs rrf':>10}")
+    typer.echo(f"{'system':<15}{'NDCG@10':>9}{'95% CI':>18}{'R@10':>8}{'poolR':>10}{'p vs rrf':>10}")
     for s in summary["systems"]:
         lo, hi = s["ndcg@10_ci"]
         p = f"{s['p_vs_rrf']:.4f}" if "p_vs_rrf" in s else "-"
-        typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{s['pool_recall@30']:>10.4f}{p:>10}")
+        typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{_pool_recall(s):>10.4f}{p:>10}")
+    typer.echo("poolR: recall of the candidates each system reorders (the top 30; the whole union for control)")
     _echo_dropped(summary.get("dropped"), dataset, path)
     typer.echo(f"per-query results: {summary['results_dir']}")
 

@@ -7,7 +7,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from lethe_core.cli import app
+from lethe_core.cli import _pool_recall, app
 
 runner = CliRunner()
 
@@ -48,10 +48,10 @@ def test_systems_json_is_deterministic_and_complete():
     names = [s["name"] for s in a["systems"]]
     assert names == ["vector", "bm25", "rrf", "vector_rerank", "full", "control"]
     for s in a["systems"]:
-        assert 0 <= s["ndcg@10"] <= 1 and 0 <= s["recall@10"] <= 1 and 0 <= s["pool_recall@30"] <= 1
+        assert 0 <= s["ndcg@10"] <= 1 and 0 <= s["recall@10"] <= 1 and 0 <= _pool_recall(s) <= 1
     by = {s["name"]: s for s in a["systems"]}
     # The control arm reranks the whole union, so its pool recall can only be higher.
-    assert by["control"]["pool_recall@30"] >= by["full"]["pool_recall@30"] == by["rrf"]["pool_recall@30"]
+    assert _pool_recall(by["control"]) >= _pool_recall(by["full"]) == _pool_recall(by["rrf"])
     b = json.loads(invoke(*args).stdout.strip().splitlines()[-1])  # second run reads the cached pools
     assert a["systems"] == b["systems"]
 
@@ -103,3 +103,31 @@ def test_pools_build_then_resume():
     again = invoke(*args)  # everything cached: same answer, nothing rebuilt
     summary = first.output[first.output.index("18 query pools"):].strip()
     assert again.exit_code == 0 and summary in again.output and "pools synthetic-500" not in again.output  # no progress: nothing rebuilt
+
+
+def _beir_with_gaps(folder: Path) -> Path:
+    """40 documents; q1 fine, q2 with one qrel to an unknown document, q3 with only unknown documents (dropped)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = [{"_id": f"d{i}", "title": "", "text": f"note {i} about topic{i % 5} and item{i}"} for i in range(40)]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs))
+    queries = [{"_id": "q1", "text": "topic1 item1"}, {"_id": "q2", "text": "topic2 item2"}, {"_id": "q3", "text": "topic3"}]
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries))
+    (folder / "qrels").mkdir(exist_ok=True)
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq2\tnope\t1\nq3\tgone\t1\n")
+    return folder
+
+
+def test_dropped_data_is_reported_where_results_are_made(tmp_path):
+    folder = _beir_with_gaps(tmp_path / "gaps")
+    common = ("beir", "--path", str(folder), "--reranker", "test:lexical", "--encoder", "test:hash")
+    hint = f"(see `lethe-lab data describe beir --path {folder} --json`)"
+    res = invoke("pools", "build", *common)
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("dropped by the loader:"))
+    assert "queries without qrels: 1" in line and "qrels to unknown turns: 2" in line and line.endswith(hint)
+    res = invoke("systems", *common)
+    assert res.exit_code == 0, res.output
+    assert line in res.output.splitlines()
+    res = invoke("systems", *common, "--json")
+    dropped = json.loads(res.stdout.strip().splitlines()[-1])["dropped"]
+    assert dropped["queries_without_qrels"] == 1 and dropped["qrels_to_unknown_turns"] == 2
