@@ -75,7 +75,7 @@ class RIFExperiment:
         qids = [q.id for q in ds.queries]
         qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
         ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage)
-        burn_in = self.burn_in or (3000 if ds.name == "nfcorpus" else 5000)
+        burn_in = self.burn_in if self.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)  # 0: no burn-in
         arms = self.arm_list()
         seeds = [PAPER_SEED + s for s in range(self.seeds)]
 

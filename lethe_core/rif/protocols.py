@@ -82,7 +82,7 @@ def hot_cold_schedule(n: int, steps: int, seed: int, hot_frac: float = 0.2, hot_
 
 def _burn_in(ctx, arm: Arm, state, clusters_of, schedule, result: ProtocolResult, seed: int, snapshot_every: int, tag: str):
     """Run the schedule in chunks between snapshots, through the compiled kernel when numba is there."""
-    chunk = snapshot_every or len(schedule)
+    chunk = snapshot_every or len(schedule) or 1  # an empty schedule (--burn-in 0) runs no chunk
     for start in range(0, len(schedule), chunk):
         part = schedule[start : start + chunk]
         if not fast.burn_in(ctx.pools, arm, state, clusters_of, part, start):

@@ -131,3 +131,12 @@ def test_dropped_data_is_reported_where_results_are_made(tmp_path):
     res = invoke("systems", *common, "--json")
     dropped = json.loads(res.stdout.strip().splitlines()[-1])["dropped"]
     assert dropped["queries_without_qrels"] == 1 and dropped["qrels_to_unknown_turns"] == 2
+
+
+def test_rif_burn_in_zero_means_no_burn_in():
+    """`--burn-in 0` is a run without learning (once silently read as the 5,000-step default)."""
+    res = invoke("rif", "run", "synthetic:500", "--reranker", "test:lexical", "--encoder", "test:hash", "--burn-in", "0",
+                 "--seeds", "2", "--arms", "global-gap,clustered10-gap", "--json")
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout.strip().splitlines()[-1])
+    assert s["burn_in"] == 0 and all(a["delta_ndcg"]["mean"] == 0 for a in s["arms"])
