@@ -23,10 +23,10 @@ from lethe_core.results import list_runs, replay_context  # noqa: E402
 
 
 def main() -> None:
-    runs, _ = list_runs()
+    runs, problems = list_runs()
     runs.sort(key=lambda r: r.summary["protocol"] != "paper")  # the dashboard's default run
-    if not runs:
-        raise SystemExit("no results: run `lethe-lab rif run locomo --protocol paper` first")
+    if not runs:  # stale or broken folders are listed with the command that regenerates each
+        raise SystemExit("\n".join(["no loadable results: run `lethe-lab rif run locomo --protocol paper` first", *problems]))
     ctx = replay_context(runs[0])
     what_if(ctx, 0.3, 0.1, 30, "gap")  # warm-up, as the page's second render would be
     t0 = time.perf_counter()

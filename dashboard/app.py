@@ -1,6 +1,8 @@
 """lethe-lab dashboard: `lethe-lab dashboard` (or `streamlit run dashboard/app.py`).
 
-Pages only read results and cached pools through lethe_core; nothing here runs a model.
+Pages only read results and cached pools through lethe_core; nothing here runs a model. They live in
+`views/`, not `pages/`: Streamlit treats a `pages/` folder beside the entry script as a legacy multipage
+app, and a deep link to one of them on a fresh server then ran that file alone, without this frame.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `state` beside this 
 
 import state  # noqa: E402
 
+from lethe_core.results import ResultsError  # noqa: E402
+
 st.set_page_config(page_title="lethe-lab", page_icon=":material/psychology:", layout="wide")
 
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/insights:", default=True),
-    st.Page("pages/clusters.py", title="Query clusters", icon=":material/scatter_plot:"),
-    st.Page("pages/suppression.py", title="Suppression heatmap", icon=":material/grid_on:"),
-    st.Page("pages/chronic.py", title="Chronic false positives", icon=":material/repeat:"),
-    st.Page("pages/behaviour.py", title="Behaviour decomposition", icon=":material/stacked_bar_chart:"),
-    st.Page("pages/inspector.py", title="Query inspector", icon=":material/search:"),
-    st.Page("pages/whatif.py", title="What-if replay", icon=":material/tune:"),
+    st.Page("views/overview.py", title="Overview", icon=":material/insights:", default=True),
+    st.Page("views/clusters.py", title="Query clusters", icon=":material/scatter_plot:"),
+    st.Page("views/suppression.py", title="Suppression heatmap", icon=":material/grid_on:"),
+    st.Page("views/chronic.py", title="Chronic false positives", icon=":material/repeat:"),
+    st.Page("views/behaviour.py", title="Behaviour decomposition", icon=":material/stacked_bar_chart:"),
+    st.Page("views/inspector.py", title="Query inspector", icon=":material/search:"),
+    st.Page("views/whatif.py", title="What-if replay", icon=":material/tune:"),
 ]
 
 nav = st.navigation(PAGES)
 state.sidebar()
-nav.run()
+try:
+    nav.run()
+except ResultsError as exc:  # a file whose body breaks only when a page reads it (load_run checked its footer)
+    st.error(str(exc), icon=":material/error:")

@@ -11,6 +11,11 @@ from lethe_core.results import ResultsError, Run, list_runs, load_run
 
 HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `make run`), then reload."
 
+# Streamlit deletes a widget's state on any run that does not draw it, so the picked clusters live under
+# FILTER_KEY, which no widget owns; the clusters page's widget (WIDGET_KEY) is seeded from it and copies into it.
+FILTER_KEY = "cluster_filter"
+WIDGET_KEY = "cluster_filter_widget"
+
 
 @st.cache_data(ttl=30, show_spinner=False)
 def _runs(root: str) -> tuple[list[tuple[str, str]], list[str]]:
@@ -36,14 +41,15 @@ def _root() -> str:
 
 
 def sidebar() -> None:
+    """The run picker; broken folders are listed here only when some run loads (else the page itself says it, once)."""
     runs, problems = _runs(_root())
     with st.sidebar:
         st.markdown("### lethe-lab")
         if runs:
             labels = {p: label for p, label in runs}
             st.selectbox("Results run", list(labels), format_func=labels.get, key="run_path")
-        for p in problems:
-            st.warning(p, icon=":material/warning:")
+            for p in problems:
+                st.warning(p, icon=":material/warning:")
 
 
 def current_run() -> Run:
@@ -52,15 +58,17 @@ def current_run() -> Run:
     if not path:
         runs, problems = _runs(_root())
         if not runs:
-            st.info("No RIF results yet. " + HOW_TO, icon=":material/info:")
-            for p in problems:
-                st.error(p)
+            if problems:
+                for p in problems:
+                    st.error(p, icon=":material/error:")
+            else:
+                st.info("No RIF results yet. " + HOW_TO, icon=":material/info:")
             st.stop()
         path = runs[0][0]
     try:
         return get_run(path, os.path.getmtime(os.path.join(path, "summary.json")))
-    except (ResultsError, OSError) as exc:
-        st.error(f"This results folder cannot be read: {exc}")
+    except (ResultsError, OSError) as exc:  # changed on disk since it was listed
+        st.error(f"This results folder cannot be read: {exc}", icon=":material/error:")
         st.stop()
 
 
@@ -68,25 +76,38 @@ def current_context(run: Run):
     try:
         return get_context(str(run.path), os.path.getmtime(run.path / "summary.json"))
     except ResultsError as exc:
-        st.error(str(exc))
+        st.error(str(exc), icon=":material/error:")
         st.stop()
 
 
 def run_caption(run: Run) -> None:
     s = run.summary
     st.caption(f"**{s['dataset']}** · protocol **{s['protocol']}** · reranker **{s['reranker']}** "
-               f"(second stage {s.get('second_stage', 'ce')}, calibration {'on' if s.get('calibrated') else 'off'}) · "
-               f"{s['n_queries']:,} queries · seeds {s['seeds']} · burn-in {s.get('burn_in', '-')} · `{run.run_id}`")
+               f"(second stage {s['second_stage']}, calibration {'on' if s['calibrated'] else 'off'}) · "
+               f"{s['n_queries']:,} queries · seeds {s['seeds']} · burn-in {s['burn_in']} · `{run.run_id}`")
     if str(s["reranker"]).startswith("test:"):
         st.warning("These numbers come from the lexical *test* reranker, a stand-in, not a cross-encoder.", icon=":material/warning:")
 
 
+def _keep_filter() -> None:
+    st.session_state[FILTER_KEY] = list(st.session_state[WIDGET_KEY])
+
+
+def cluster_picker(clusters: list[int]) -> None:
+    """The clusters page's multiselect, showing the persisted pick when the page is drawn again."""
+    shown = st.session_state.get(WIDGET_KEY, st.session_state.get(FILTER_KEY, []))
+    st.session_state[WIDGET_KEY] = [c for c in shown if c in clusters]  # another run may have other clusters
+    st.multiselect("Filter the other pages to clusters", clusters, key=WIDGET_KEY, on_change=_keep_filter)
+
+
 def cluster_filter(run: Run, arm: str) -> list[int]:
-    """The cluster picked on the clusters page filters the other pages."""
+    """The clusters picked on the clusters page that exist for `arm`; says so on the page when there are any."""
     pq = run.per_query
-    clusters = sorted(pq.loc[pq["arm"] == arm, "cluster"].unique().tolist())
-    picked = st.session_state.get("cluster_filter", [])
-    return [c for c in picked if c in clusters]
+    clusters = set(pq.loc[pq["arm"] == arm, "cluster"].unique().tolist())
+    picked = [c for c in st.session_state.get(FILTER_KEY, []) if c in clusters]
+    if picked:
+        st.caption(f"Filtered to clusters {', '.join(map(str, picked))} (picked on the Query clusters page).")
+    return picked
 
 
 def default_arm(run: Run) -> str:

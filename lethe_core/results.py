@@ -1,10 +1,12 @@
 """Reading experiment results: the one place the dashboard and the notebooks get their data from.
 
-Schema of a RIF run folder `data/results/rif-<dataset>-<protocol>-<reranker>-<hash>/`:
+Schema (version `SCHEMA_VERSION`, recorded as `schema_version` in both JSON files) of a RIF run folder
+`data/results/rif-<dataset>-<protocol>-<reranker>-<hash>/`; `load_run` checks the keys and columns named in
+SUMMARY_KEYS, ARM_KEYS, CONFIG_KEYS and COLUMNS below:
 
-- `config.json`    the RIFExperiment config plus `reranker_resolved`, `pool_key`, `dataset_fingerprint`,
+- `config.json`    the RIFExperiment config plus `schema_version`, `reranker_resolved`, `pool_key`, `dataset_fingerprint`,
                    `burn_in`, `seeds`, `calibrated`, `second_stage_resolved`.
-- `summary.json`   `{dataset, protocol, reranker, run_id, n_queries, seeds, burn_in, calibrated, second_stage,
+- `summary.json`   `{schema_version, dataset, protocol, reranker, run_id, n_queries, seeds, burn_in, calibrated, second_stage,
                    arms: [{name, kind, k, rule, ndcg@10: {mean, ci, seed_mean, seed_sd}, delta_ndcg: {...},
                    p, p_holm, recall@30: {...}, delta_recall, p_recall, p_recall_holm, delta_vs_control,
                    p_vs_control, suppressed_entries: {split: {entries, docs}}, behaviour: {...},
@@ -21,6 +23,7 @@ Schema of a RIF run folder `data/results/rif-<dataset>-<protocol>-<reranker>-<ha
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,13 +32,86 @@ import pandas as pd
 
 from .paths import results_dir
 
-REQUIRED_FILES = ("config.json", "summary.json", "per_query.parquet")
-PER_QUERY_COLUMNS = ("query_id", "arm", "seed", "ndcg@10", "recall@10", "pool_recall@30", "top10", "cluster",
-                     "exact_episode", "sibling_confusion", "wrong_family")
+# Bump when a writer adds or renames something a reader relies on: folders with another version are
+# refused with the command that regenerates them, instead of failing later with a KeyError on one page.
+SCHEMA_VERSION = 2
+
+SUMMARY_KEYS = ("schema_version", "dataset", "protocol", "reranker", "run_id", "n_queries", "seeds", "burn_in", "calibrated",
+                "second_stage", "arms")
+ARM_KEYS = ("name", "kind", "k", "rule", "ndcg@10", "delta_ndcg", "p", "p_holm", "recall@30", "delta_recall", "p_recall",
+            "p_recall_holm", "suppressed_entries", "behaviour")
+ARM_METRIC_KEYS = ("ndcg@10", "delta_ndcg", "recall@30", "delta_recall")  # each {mean, ci, ...}
+BEHAVIOUR_KEYS = ("exact_episode", "sibling_confusion", "wrong_family", "abstain@0", "abstain@2", "abstain@4")
+CONFIG_KEYS = ("schema_version", "dataset", "path", "conversations", "limit_queries", "protocol", "reranker", "reranker_resolved",
+               "seeds", "burn_in", "alpha", "eta", "eager_decay", "second_stage", "calibration", "pool_key", "pipeline")
+PIPELINE_KEYS = ("encoder", "pool_size", "bm25")
+COLUMNS = {
+    "per_query.parquet": ("query_id", "qtype", "arm", "seed", "split", "bucket", "cluster", "ndcg@10", "recall@10", "pool_recall@30",
+                          "top1_logit", "top10", *BEHAVIOUR_KEYS),
+    "snapshots.parquet": ("arm", "seed", "split", "step", "cluster", "doc_idx", "doc_id", "value"),
+    "query_map.parquet": ("query_id", "x", "y", "cluster"),
+}
+REQUIRED_FILES = ("config.json", "summary.json", "per_query.parquet", "snapshots.parquet")  # query_map: paper protocol only
 
 
 class ResultsError(RuntimeError):
-    """A results folder is missing, partial or corrupt; the message says which file and what to run."""
+    """A results folder is missing, partial, stale or corrupt; the message says what and the command that regenerates it."""
+
+
+def regenerate_command(config: dict) -> str:
+    """The `lethe-lab rif run` line that rebuilds a run with its own options, so it finds (or builds) the same pools.
+
+    The resolved reranker is named rather than `auto`, and burn-in and second stage are always spelled out:
+    those are what a changed cache or default would otherwise silently change.
+    """
+    c = config
+    seeds = c.get("seeds")
+    parts = ["lethe-lab", "rif", "run", str(c.get("dataset") or "locomo"), "--protocol", str(c.get("protocol") or "paper")]
+    if seeds:
+        parts += ["--seeds", str(len(seeds) if isinstance(seeds, list) else seeds)]
+    reranker = c.get("reranker_resolved") or c.get("reranker")
+    if reranker:
+        parts += ["--reranker", str(reranker)]
+    for key, flag in (("path", "--path"), ("conversations", "--conversations"), ("limit_queries", "--limit-queries"),
+                      ("burn_in", "--burn-in"), ("second_stage", "--second-stage")):
+        if c.get(key) is not None:
+            parts += [flag, str(c[key])]
+    if c.get("arms"):
+        parts += ["--arms", ",".join(a for a in c["arms"] if a != "baseline") or "baseline"]
+    for key, default in (("alpha", 0.3), ("eta", 0.1)):
+        if c.get(key) is not None and float(c[key]) != default:
+            parts += [f"--{key}", str(c[key])]
+    if c.get("eager_decay"):
+        parts.append("--eager-decay")
+    if c.get("calibration") is False:
+        parts.append("--no-calibration")
+    if c.get("backend") not in (None, "auto"):
+        parts += ["--backend", str(c["backend"])]
+    encoder = (c.get("pipeline") or {}).get("encoder")
+    if encoder and encoder != "minilm":
+        parts += ["--encoder", str(encoder)]
+    return shlex.join(parts)
+
+
+def _fail(path: Path, what: str, config: dict) -> ResultsError:
+    return ResultsError(f"{path}: {what}. Regenerate it with `{regenerate_command(config)}`")
+
+
+def _missing(mapping: dict, keys: tuple[str, ...]) -> list[str]:
+    return [k for k in keys if k not in mapping]
+
+
+def _check_columns(path: Path, config: dict) -> None:
+    """Read only the Parquet footer: cheap, and a truncated or overwritten file has none."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except Exception as exc:  # noqa: BLE001 - any reader failure means the same thing here: unreadable
+        raise _fail(path, f"unreadable or truncated ({type(exc).__name__}: {str(exc)[:120]})", config) from None
+    missing = _missing(dict.fromkeys(names), COLUMNS[path.name])
+    if missing:
+        raise _fail(path, f"lacks columns {missing} (written by another version)", config)
 
 
 @dataclass
@@ -54,61 +130,100 @@ class Run:
         s = self.summary
         return f"{s['dataset']} / {s['protocol']} / {s['reranker']} / seeds {len(s['seeds'])} ({self.run_id[-10:]})"
 
-    def _parquet(self, name: str, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    def _parquet(self, name: str) -> pd.DataFrame:
         if name not in self._frames:
             path = self.path / name
-            if not path.exists():
-                raise ResultsError(f"{path} is missing: rerun `lethe-lab rif run {self.summary['dataset']} --protocol {self.summary['protocol']}`")
             try:
                 frame = pd.read_parquet(path)
-            except Exception as exc:
-                raise ResultsError(f"{path} is unreadable ({type(exc).__name__}); delete the folder and rerun the experiment") from None
-            missing = [c for c in required if c not in frame.columns]
-            if missing:
-                raise ResultsError(f"{path} lacks columns {missing}: it was written by another version; rerun the experiment")
+            except Exception as exc:  # noqa: BLE001 - the footer was fine at load time; the body is not
+                raise _fail(path, f"unreadable ({type(exc).__name__}: {str(exc)[:120]})", self.config) from None
             self._frames[name] = frame
         return self._frames[name]
 
     @property
     def per_query(self) -> pd.DataFrame:
-        return self._parquet("per_query.parquet", PER_QUERY_COLUMNS)
+        return self._parquet("per_query.parquet")
 
     @property
     def snapshots(self) -> pd.DataFrame:
-        return self._parquet("snapshots.parquet", ("arm", "step", "cluster", "doc_idx", "value"))
+        return self._parquet("snapshots.parquet")
 
     @property
     def query_map(self) -> pd.DataFrame | None:
         if not (self.path / "query_map.parquet").exists():
             return None
-        return self._parquet("query_map.parquet", ("query_id", "x", "y", "cluster"))
+        return self._parquet("query_map.parquet")
 
     @cached_property
     def arms(self) -> list[str]:
         return [a["name"] for a in self.summary["arms"]]
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path) -> dict | None:
+    """The object in `path`, or None when it is missing or not a JSON object (the caller says why)."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path} is missing: the run did not finish; rerun it") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path} is corrupt (invalid JSON at line {exc.lineno}); rerun the experiment") from None
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _options_from_name(path: Path) -> dict:
+    """Dataset and protocol from the folder name `rif-<dataset>-<protocol>-...`, when both JSON files are unreadable."""
+    from .rif.protocols import PROTOCOLS
+
+    parts = path.name.split("-")
+    for i, part in enumerate(parts[2:], start=2):
+        if part in PROTOCOLS:
+            return {"dataset": "-".join(parts[1:i]), "protocol": part}
+    return {}
+
+
+def _summary_problems(summary: dict) -> list[str]:
+    problems = [f"summary.json lacks {_missing(summary, SUMMARY_KEYS)}"] if _missing(summary, SUMMARY_KEYS) else []
+    arms = summary.get("arms", [])
+    if not isinstance(arms, list) or not all(isinstance(a, dict) for a in arms) or ("arms" in summary and not arms):
+        return problems + ["summary.json's arms are not a list of arm objects"]
+    for arm in arms:
+        missing = _missing(arm, ARM_KEYS)
+        missing += [f"{k}.{sub}" for k in ARM_METRIC_KEYS if isinstance(arm.get(k), dict) for sub in ("mean", "ci") if sub not in arm[k]]
+        missing += [f"behaviour.{k}" for k in _missing(arm.get("behaviour") or {}, BEHAVIOUR_KEYS)]
+        if missing:
+            return problems + [f"arm {arm.get('name', '?')!r} in summary.json lacks {missing}"]  # the first such arm is enough to say it
+    return problems
 
 
 def load_run(path: str | Path) -> Run:
+    """A run folder checked against the schema (every JSON key and Parquet column the readers use), or a ResultsError.
+
+    Validating here, once, is what lets every page show one message for a bad folder instead of a
+    KeyError wherever the first missing key happens to be read.
+    """
     path = Path(path)
     if not path.is_dir():
         raise ResultsError(f"no results folder at {path}")
-    missing = [f for f in REQUIRED_FILES if not (path / f).exists()]
+    config, summary = _read_json(path / "config.json"), _read_json(path / "summary.json")
+    options = config or summary or _options_from_name(path)
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
     if missing:
-        raise ResultsError(f"{path} is partial: {', '.join(missing)} missing. Rerun the experiment that wrote it.")
-    summary = _read_json(path / "summary.json")
-    for key in ("dataset", "protocol", "reranker", "arms", "seeds"):
-        if key not in summary:
-            raise ResultsError(f"{path / 'summary.json'} lacks '{key}': rerun the experiment")
-    return Run(path, _read_json(path / "config.json"), summary)
+        raise _fail(path, f"partial results ({', '.join(missing)} missing: the run did not finish)", options)
+    for name, data in (("config.json", config), ("summary.json", summary)):
+        if data is None:
+            raise _fail(path / name, "corrupt (not a readable JSON object)", options)
+    found = summary.get("schema_version", 1)  # folders from before versioning carry none: schema 1
+    if found != SCHEMA_VERSION or config.get("schema_version", 1) != SCHEMA_VERSION:
+        raise _fail(path, f"stale results (schema {found}; this lethe-lab reads schema {SCHEMA_VERSION})", options)
+    problems = _summary_problems(summary)
+    if _missing(config, CONFIG_KEYS):
+        problems.append(f"config.json lacks {_missing(config, CONFIG_KEYS)}")
+    elif not isinstance(config["pipeline"], dict) or _missing(config["pipeline"], PIPELINE_KEYS):
+        problems.append(f"config.json's pipeline lacks {_missing(config['pipeline'] if isinstance(config['pipeline'], dict) else {}, PIPELINE_KEYS)}")
+    if problems:
+        raise _fail(path, "partial results (" + "; ".join(problems) + ")", options)
+    for name in COLUMNS:
+        if (path / name).exists():
+            _check_columns(path / name, config)
+    return Run(path, config, summary)
 
 
 def list_runs(root: str | Path | None = None, prefix: str = "rif-") -> tuple[list[Run], list[str]]:
@@ -126,7 +241,11 @@ def list_runs(root: str | Path | None = None, prefix: str = "rif-") -> tuple[lis
 
 
 def replay_context(run: Run):
-    """Rebuild the replay inputs (dataset, packed pools, query vectors) of a run from the caches, without models."""
+    """Rebuild the replay inputs (dataset, packed pools, query vectors) of a run from the caches, without models.
+
+    Whatever the recorded dataset path or the caches hold now, a failure is a ResultsError naming it and the
+    command that rebuilds the run: the dashboard shows that line instead of the loader's traceback.
+    """
     from .datasets import load_dataset
     from .paths import cache_dir
     from .pools import load_pools, pools_dir
@@ -136,13 +255,24 @@ def replay_context(run: Run):
     from .rif.protocols import ReplayContext
 
     c = run.config
-    pipeline = PipelineConfig(**{**c["pipeline"], "bm25": BM25Params(**c["pipeline"]["bm25"])})
-    ds = load_dataset(c["dataset"], c["path"], c["conversations"], c["limit_queries"])
+    try:
+        pipeline = PipelineConfig(**{**c["pipeline"], "bm25": BM25Params(**c["pipeline"]["bm25"])})
+    except TypeError as exc:
+        raise _fail(run.path / "config.json", f"its pipeline does not match this version ({exc})", c) from None
+    where = f" at {c['path']}" if c["path"] else ""
+    try:
+        ds = load_dataset(c["dataset"], c["path"], c["conversations"], c["limit_queries"])
+    except (ValueError, OSError) as exc:  # DatasetError is a ValueError
+        raise _fail(run.path, f"its dataset {c['dataset']!r}{where} cannot be loaded ({exc}); put the data back, or "
+                              "regenerate the run on the data you have (with --path pointing at it)", c) from None
     directory = pools_dir(ds.name, c["pool_key"])
     if not (directory / "manifest.json").exists():
-        raise ResultsError(f"the pools of this run are not cached at {directory}; rerun `lethe-lab rif run {ds.name}`")
-    pools = load_pools(directory, ds.queries)
+        raise _fail(run.path, f"the pools of this run are not cached (no {directory})", c)
+    try:
+        pools = load_pools(directory, ds.queries)
+    except (ValueError, KeyError, OSError) as exc:
+        raise _fail(run.path, f"the pools of this run at {directory} cannot be read ({exc})", c) from None
     if EmbeddingCache(cache_dir(), LazyEncoder(pipeline.encoder).name).count_missing([q.text for q in ds.queries]):
-        raise ResultsError("the query embeddings of this run are not cached; rerun the experiment")
-    return ReplayContext(ds, pools.packed([q.id for q in ds.queries], c.get("calibration", True)), query_vectors(ds.queries, pipeline),
-                         c.get("second_stage", "fused"))
+        raise _fail(run.path, "the query embeddings of this run are not cached", c)
+    return ReplayContext(ds, pools.packed([q.id for q in ds.queries], c["calibration"]), query_vectors(ds.queries, pipeline),
+                         c["second_stage"])

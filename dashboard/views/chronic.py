@@ -13,9 +13,8 @@ if not rif_arms:
     st.stop()
 arm = st.selectbox("Arm", rif_arms, index=rif_arms.index(state.default_arm(run)) if state.default_arm(run) in rif_arms else 0)
 pq = run.per_query
-clusters = sorted(pq.loc[pq["arm"] == arm, "cluster"].unique().tolist())
-picked = state.cluster_filter(run, arm)
-cluster = st.selectbox("Cluster", clusters, index=clusters.index(picked[0]) if picked else 0)
+clusters = state.cluster_filter(run, arm) or sorted(pq.loc[pq["arm"] == arm, "cluster"].unique().tolist())
+cluster = st.selectbox("Cluster", clusters)
 ctx = state.current_context(run)
 table = chronic_false_positives(ctx, run, arm, cluster)
 st.caption("Rejected = in the baseline reranker pool of this cluster's queries, not in the top-10, not relevant. "

@@ -3,13 +3,15 @@ import streamlit as st
 
 import state
 from lethe_core.analysis import cluster_table
+from lethe_core.results import regenerate_command
 
 run = state.current_run()
 st.title("Query clusters")
 state.run_caption(run)
 qmap = run.query_map
 if qmap is None:
-    st.info("No query map in this run (it is computed by the paper protocol). Run `lethe-lab rif run locomo --protocol paper`.")
+    st.info("No query map in this run (the paper protocol computes it). Make one with "
+            f"`{regenerate_command({**run.config, 'protocol': 'paper'})}`.")
     st.stop()
 
 arm = st.selectbox("Compare arm", [a for a in run.arms if a.startswith("clustered")] or run.arms,
@@ -33,5 +35,5 @@ with col2:
                  title=f"Δ NDCG@10 per cluster: {arm} − baseline")
     st.plotly_chart(fig, width="stretch")
 
-st.multiselect("Filter the other pages to clusters", sorted(table["cluster"].tolist()), key="cluster_filter")
+state.cluster_picker(sorted(table["cluster"].tolist()))
 st.dataframe(table, hide_index=True, width="stretch")

@@ -3,13 +3,15 @@ import streamlit as st
 
 import state
 from lethe_core.analysis import saturation, snapshot_steps, suppression_matrix
+from lethe_core.results import regenerate_command
 
 run = state.current_run()
 st.title("Suppression heatmap")
 state.run_caption(run)
 rif_arms = [a for a in run.arms if a.startswith(("clustered", "global"))]
 if run.snapshots.empty or not rif_arms:
-    st.info("This run saved no suppression snapshots. Rerun with `lethe-lab rif run locomo --protocol paper`.")
+    st.info("This run saved no suppression snapshots (it has no RIF arm). Make a run with them with "
+            f"`{regenerate_command({**run.config, 'arms': None})}`.")
     st.stop()
 arm = st.selectbox("Arm", rif_arms, index=rif_arms.index(state.default_arm(run)) if state.default_arm(run) in rif_arms else 0)
 steps = snapshot_steps(run, arm)

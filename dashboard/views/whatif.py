@@ -17,7 +17,7 @@ eta = c1.slider("eta (learning rate)", 0.0, 0.5, 0.1, 0.01)
 k = c2.select_slider("K (clusters; 1 = global)", options=[1, 5, 10, 20, 30, 50, 100], value=30)
 rule = c2.radio("Rule", ["gap", "uniform"], horizontal=True)
 protocol = c3.radio("Protocol", ["paper", "heldout", "prequential"], horizontal=True)
-burn_in = c3.number_input("Burn-in steps", 500, 20000, int(run.summary.get("burn_in") or 5000), step=500)
+burn_in = c3.number_input("Burn-in steps", 500, 20000, min(max(int(run.summary["burn_in"]), 500), 20000), step=500)  # inside the bounds, or Streamlit raises
 t0 = time.perf_counter()
 try:
     res = what_if(ctx, alpha, eta, int(k), rule, protocol, burn_in=int(burn_in))

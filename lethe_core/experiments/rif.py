@@ -18,6 +18,7 @@ from .. import stats
 from ..datasets import Dataset, load_dataset
 from ..paths import results_dir
 from ..pools import PoolBuilder
+from ..results import SCHEMA_VERSION
 from ..retrieval.pipeline import PipelineConfig, query_vectors
 from ..retrieval.rerank import resolve_reranker
 from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
@@ -100,12 +101,14 @@ class RIFExperiment:
                   "second_stage_resolved": "ce" if np.isnan(ctx.pools.fuse_w).all() else self.second_stage}
         run_id = f"rif-{ds.name}-{self.protocol}-{_slug(pools.reranker)}-" + hashlib.sha256(
             json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        config["schema_version"] = SCHEMA_VERSION  # after the hash: a schema bump alone keeps the run id, so regenerating replaces the stale folder
         out = Path(results_root or results_dir()) / run_id
         out.mkdir(parents=True, exist_ok=True)
         summary = summarise(per_query, arms, seeds, suppressed, self.protocol)
         summary.update({"dataset": ds.name, "protocol": self.protocol, "reranker": pools.reranker, "results_dir": str(out),
                         "run_id": run_id, "n_queries": len(qids), "seeds": seeds, "burn_in": burn_in,
-                        "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"]})
+                        "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"],
+                        "schema_version": SCHEMA_VERSION})
         snap_frame = _snapshots_frame(snaps, ds)
         _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
         _atomic_write(out / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))

@@ -1,33 +1,20 @@
 """Every dashboard page under streamlit.testing AppTest, on small results produced here."""
 
-import json
-import os
 import shutil
+import sys
 
 import pandas as pd
 import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
+from dash_support import PAGES, messages
 
 from lethe_core.paths import REPO_ROOT
 
-APP = str(REPO_ROOT / "dashboard" / "app.py")
-PAGES = ["overview", "clusters", "suppression", "chronic", "behaviour", "inspector", "whatif"]
-
-
-def app_at(home, page=None):
-    os.environ["LETHE_HOME"] = str(home)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    if page and page != "overview":
-        at.switch_page(f"pages/{page}.py")
-        at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+sys.path.insert(0, str(REPO_ROOT / "dashboard"))
+from state import FILTER_KEY, WIDGET_KEY  # noqa: E402
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_renders_without_errors(results_home, page):
+def test_page_renders_without_errors(results_home, app_at, page):
     home, _ = results_home
     at = app_at(home, page)
     assert not at.error, [e.value for e in at.error]
@@ -37,7 +24,7 @@ def test_page_renders_without_errors(results_home, page):
     assert len(charts) >= expected_charts[page]
 
 
-def test_overview_table_lists_every_arm(results_home):
+def test_overview_table_lists_every_arm(results_home, app_at):
     home, summary = results_home
     at = app_at(home)
     frame = at.dataframe[0].value
@@ -45,21 +32,38 @@ def test_overview_table_lists_every_arm(results_home):
     assert any("lexical *test* reranker" in w.value for w in at.warning)
 
 
-def test_cluster_filter_rerenders_other_pages(results_home):
+def _inspector_queries(at) -> tuple[set[str], str]:
+    picker = {s.label: s for s in at.selectbox}
+    options = picker["Query (sorted by Δ NDCG@10, worst first)"].options
+    return {o.rsplit("(", 1)[-1].rstrip(")") for o in options}, picker["RIF arm"].value
+
+
+def test_cluster_filter_outlives_its_widget(results_home, app_at):
+    """Two page visits without the widget: Streamlit has dropped the widget's own state by the second."""
     home, _ = results_home
     at = app_at(home, "clusters")
-    at.multiselect(key="cluster_filter").set_value([1]).run()
-    at.switch_page("pages/inspector.py").run()
+    at.multiselect(key=WIDGET_KEY).set_value([1]).run()
+    at.switch_page("views/suppression.py").run()
+    assert any(c.value.startswith("Filtered to clusters 1 ") for c in at.caption)
+    at.switch_page("views/inspector.py").run()
     assert not at.exception
-    picker = {s.label: s for s in at.selectbox}
-    qids = set(picker["Query (sorted by Δ NDCG@10, worst first)"].options)
-    qids = {o.rsplit("(", 1)[-1].rstrip(")") for o in qids}
+    assert WIDGET_KEY not in at.session_state and at.session_state[FILTER_KEY] == [1]
+    assert any(c.value.startswith("Filtered to clusters 1 ") for c in at.caption)
+    qids, arm = _inspector_queries(at)
     pq = pd.read_parquet(next(home.glob("results/rif-*/per_query.parquet")))
-    in_cluster = set(pq[(pq["arm"] == picker["RIF arm"].value) & (pq["cluster"] == 1) & (pq["seed"] == 42)]["query_id"])
+    in_cluster = set(pq[(pq["arm"] == arm) & (pq["cluster"] == 1) & (pq["seed"] == 42)]["query_id"])
     assert qids and qids == in_cluster
+    at.switch_page("views/chronic.py").run()
+    assert {s.label: s for s in at.selectbox}["Cluster"].options == ["1"]
+    at.switch_page("views/clusters.py").run()  # back on its page, the widget shows the kept pick
+    assert at.multiselect(key=WIDGET_KEY).value == [1]
+    at.multiselect(key=WIDGET_KEY).set_value([]).run()
+    at.switch_page("views/inspector.py").run()
+    assert not any(c.value.startswith("Filtered to clusters") for c in at.caption)
+    assert _inspector_queries(at)[0] > in_cluster
 
 
-def test_whatif_replays_on_widget_change(results_home):
+def test_whatif_replays_on_widget_change(results_home, app_at):
     home, _ = results_home
     at = app_at(home, "whatif")
     before = at.metric[1].value
@@ -68,23 +72,17 @@ def test_whatif_replays_on_widget_change(results_home):
     assert at.metric[1].value == at.metric[0].value and before is not None
 
 
-def test_no_results_says_what_to_run(tmp_path):
+def test_no_results_says_what_to_run(app_at, tmp_path):
     at = app_at(tmp_path)
     assert any("lethe-lab rif run" in i.value for i in at.info)
 
 
-def test_corrupt_results_give_a_clear_message(results_home, tmp_path):
+def test_broken_folder_beside_a_good_one_is_named_once_in_the_sidebar(results_home, copy_results, app_at):
     home, _ = results_home
-    bad_home = tmp_path / "bad"
-    shutil.copytree(home / "results", bad_home / "results")
-    run = next((bad_home / "results").glob("rif-*"))
+    bad_home, run = copy_results()
+    shutil.copytree(run, run.with_name("rif-good-copy"))
     (run / "summary.json").write_text("{ not json")
-    at = app_at(bad_home)
-    assert any("corrupt" in w.value for w in at.warning) or any("corrupt" in e.value for e in at.error)
-    assert not at.exception
-    # A partial folder (no per-query file) is reported too.
-    (run / "summary.json").write_text(json.dumps({"dataset": "x"}))
-    os.remove(run / "per_query.parquet")
-    st.cache_data.clear()  # the run listing is cached for 30 s in the app
-    at = app_at(bad_home)
-    assert any("partial" in w.value for w in at.warning)
+    at = app_at(bad_home, "behaviour")
+    assert at.title[0].value == "Behaviour decomposition"  # the good run is shown
+    corrupt = [m for m in messages(at) if "corrupt" in m]
+    assert len(corrupt) == 1 and corrupt == [w.value for w in at.sidebar.warning if "corrupt" in w.value]
