@@ -131,8 +131,8 @@ def encoder(spec: str) -> str:
 def _hub_model(option: str, name: str, spec: str, instead: str) -> None:
     """A hub model must be in the local cache or the hub reachable now.
 
-    Offline, the hub clients retry for about a minute before giving up; a 3 s connection test
-    instead fails at once, and a cached model is then loaded in offline mode (no retries).
+    Offline, the hub clients retry for about a minute before giving up; a connection test bounded
+    at 3 s fails instead, and a cached model is then loaded in offline mode (no retries).
     """
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
         reachable = False
@@ -140,11 +140,8 @@ def _hub_model(option: str, name: str, spec: str, instead: str) -> None:
         from huggingface_hub import constants
 
         url = urlparse(constants.ENDPOINT)
-        try:
-            socket.create_connection((url.hostname, url.port or 443), timeout=3).close()
-            reachable = True
-        except OSError:
-            reachable = False
+        reachable = _reachable(url.hostname, url.port or 443)
+        if not reachable:
             constants.HF_HUB_OFFLINE = True  # read at call time by huggingface_hub and transformers
             os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
     if reachable:
@@ -154,3 +151,23 @@ def _hub_model(option: str, name: str, spec: str, instead: str) -> None:
     if not isinstance(try_to_load_from_cache(name, "config.json"), str):
         raise ArgError(f"{option} {spec}: {name!r} is not in the Hugging Face cache and the hub is unreachable "
                        f"(offline); {instead}")
+
+
+def _reachable(host: str, port: int, timeout: float = 3.0) -> bool:
+    """A TCP connection within `timeout` seconds, name lookup included (a socket timeout does not
+    bound getaddrinfo, which offline can hang for most of a minute), so it runs in a daemon thread."""
+    import threading
+
+    result: list[bool] = []
+
+    def connect() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=connect, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return bool(result) and result[0]
