@@ -26,7 +26,7 @@ run: setup  ## main job: describe LoCoMo, build its pools, systems table, RIF pa
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab systems locomo
 	$(BIN)/lethe-lab rif run locomo --protocol paper --seeds 5
-	@echo "Dashboard: run '$(BIN)/lethe-lab dashboard' and open http://localhost:8501"
+	@echo "Dashboard: run '$(BIN)/lethe-lab dashboard' and open http://127.0.0.1:8501"
 
 quick: setup  ## the same on the first two conversations (a few minutes)
 	$(BIN)/lethe-lab systems locomo --conversations 2

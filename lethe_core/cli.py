@@ -409,17 +409,34 @@ def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{
 
 
 @app.command("dashboard")
-def dashboard(port: int = typer.Option(8501, "--port"), headless: bool = typer.Option(True, "--headless/--open-browser")) -> None:
-    """Start the Streamlit dashboard over data/results (prints the URL to open)."""
-    import subprocess
+def dashboard(port: int = typer.Option(8501, "--port", min=1, max=65535),
+              address: str = typer.Option("127.0.0.1", "--address",
+                                          help="interface to listen on; anything but loopback exposes the dashboard, which has no authentication"),
+              headless: bool = typer.Option(True, "--headless/--open-browser")) -> None:
+    """Start the Streamlit dashboard over data/results on 127.0.0.1 (prints the URL to open)."""
+    import ipaddress
+    import os
+    import re
 
     from .paths import REPO_ROOT
 
-    app_path = REPO_ROOT / "dashboard" / "app.py"
-    typer.echo(f"lethe-lab dashboard: open http://localhost:{port}")
-    cmd = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-           "--server.headless", str(headless).lower(), "--browser.gatherUsageStats", "false"]
-    raise typer.Exit(subprocess.call(cmd))
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?", address):
+            raise typer.BadParameter(f"expected an IP address or a host name, got {address!r}", param_hint="--address") from None
+        ip = None
+    host = f"[{address}]" if ip is not None and ip.version == 6 else address
+    everywhere = " (every interface)" if ip is not None and ip.is_unspecified else ""
+    typer.echo(f"lethe-lab dashboard: open http://{host}:{port}{everywhere}")
+    if not (address == "localhost" or (ip is not None and ip.is_loopback)):
+        typer.echo(f"warning: the dashboard has no authentication: anyone who can reach {host}:{port} can read these results "
+                   "and start replays", err=True)
+    cmd = [sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "dashboard" / "app.py"), "--server.port", str(port),
+           "--server.address", address, "--server.headless", str(headless).lower(), "--browser.gatherUsageStats", "false"]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, cmd)  # become the server: stopping this process stops it, no orphaned child
 
 
 def main(argv: Optional[list[str]] = None) -> None:
