@@ -1,20 +1,27 @@
 """Candidate-pool cache: every query's first-stage union with its reranker logits, scored once.
 
-Nothing in a pool depends on RIF state (DESIGN.md section 5), so every RIF arm, seed,
-sweep, notebook and dashboard replay reads these files instead of calling a model.
+Nothing in a pool depends on RIF state (docs/method.md, "Scoring once"), so every RIF arm,
+seed, sweep, notebook and dashboard replay reads these files instead of calling a model.
 
 Layout: `<cache>/pools/<dataset>/<key>/manifest.json` + `part-NNNNN.parquet`, where key
-hashes the dataset fingerprint, the pipeline config and the reranker name. Parts are
-written to a temporary file and renamed, so a crash never leaves a half-written part;
-a rerun skips every query already stored (resumable). A part that cannot be read is
-moved aside as `*.corrupt` and its queries are recomputed.
+hashes the dataset fingerprint, the pipeline config and the reranker's *identity* (its
+weights digest and backend, not only its name: a model retrained under the same name gets
+new pools). Parts are written to a temporary file and renamed, so a crash never leaves a
+half-written part; a rerun skips every query already stored (resumable). A part that
+cannot be read is moved aside as `*.corrupt` and its queries are recomputed; so is a
+corrupt manifest. One builder at a time per pool directory (an exclusive file lock): a
+second builder waits, then reuses what the first stored. Logits come through the
+pair-score cache, so a pair scored by any earlier build or experiment is never rescored.
+A stored query appearing twice is an error naming the cache, never a silent double count.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import sys
 import time
 import uuid
 import warnings
@@ -28,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .datasets.model import Dataset, Query
+from .inference.pair_cache import CachedScorer, PairScoreCache, identity_of
 from .paths import cache_dir
 from .retrieval.pipeline import HybridRetriever, PipelineConfig
 from .retrieval.rerank import Reranker, route
@@ -48,11 +56,17 @@ SCHEMA = pa.schema(
         ("fuse_w", pa.float32()),  # the routed reranker's fusion weight for this query (NaN: pure reranker order)
     ]
 )
-POOL_FORMAT = 2  # bump when the schema changes, so old caches are not read as new ones
+POOL_FORMAT = 3  # bump when the schema or the key changes, so old caches are not read as new ones
 
 
-def pool_key(dataset: Dataset, config: PipelineConfig, reranker_name: str) -> str:
-    payload = json.dumps({"format": POOL_FORMAT, "dataset": dataset.fingerprint, "pipeline": config.key(), "reranker": reranker_name}, sort_keys=True)
+class PoolCacheError(ValueError):
+    """A pool cache that cannot be trusted; the message names it and says how to rebuild."""
+
+
+def pool_key(dataset: Dataset, config: PipelineConfig, reranker) -> str:
+    """Dataset fingerprint x pipeline config x reranker identity (weights digest + backend)."""
+    payload = json.dumps({"format": POOL_FORMAT, "dataset": dataset.fingerprint, "pipeline": config.key(),
+                          "reranker": identity_of(reranker)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -120,7 +134,7 @@ class PoolBuilder:
         self.config = config
         self.progress = progress
         self.root = Path(root or cache_dir())
-        self.key = pool_key(dataset, config, reranker.name)
+        self.key = pool_key(dataset, config, reranker)
         self.directory = pools_dir(dataset.name, self.key, self.root)
         self._retriever = retriever
 
@@ -138,6 +152,7 @@ class PoolBuilder:
             "pipeline": asdict(self.config),
             "pipeline_key": self.config.key(),
             "reranker": self.reranker.name,
+            "reranker_identity": identity_of(self.reranker),
             "key": self.key,
         }
 
@@ -153,50 +168,95 @@ class PoolBuilder:
         """Score every query's union that is not stored yet; returns all stored pools of this key."""
         queries = list(self.dataset.queries if queries is None else queries)
         self.directory.mkdir(parents=True, exist_ok=True)
-        manifest_path = self.directory / "manifest.json"
-        if not manifest_path.exists():
-            tmp = manifest_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.manifest(), indent=2))
-            os.replace(tmp, manifest_path)
-        stored = _read_parts(self.directory)
-        done = set(stored["query_id"].unique())
-        todo = [q for q in queries if q.id not in done]
-        if not todo:
-            return _pools(self.directory, stored, queries)
+        with _exclusive(self.directory / ".lock", f"pools {self.dataset.name} [{self.reranker.name}]"):
+            self._ensure_manifest()
+            stored = _read_parts(self.directory)
+            done = set(stored["query_id"].unique())
+            todo = [q for q in queries if q.id not in done]
+            if not todo:
+                return _pools(self.directory, stored, queries)
+            self._score(todo, len(queries), batch, flush_seconds, on_flush)
+        return self.load(queries)
+
+    def _ensure_manifest(self) -> None:
+        path = self.directory / "manifest.json"
+        if path.exists():
+            try:
+                json.loads(path.read_text())
+                return
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                bad = path.with_suffix(".json.corrupt")
+                os.replace(path, bad)
+                warnings.warn(f"pool manifest {path} is unreadable ({exc}); moved to {bad.name} and rewritten", stacklevel=3)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.manifest(), indent=2))
+        os.replace(tmp, path)
+
+    def _score(self, todo: list[Query], n_total: int, batch: int, flush_seconds: float, on_flush) -> None:
         from tqdm.auto import tqdm
 
         corpus = self.dataset.require_corpus()
         retriever = self.retriever  # indexes (and any embedding) before the pool progress bar starts
         retriever.embed_queries(todo)  # one cache write for all queries, not one per batch
-        bar = tqdm(total=len(queries), initial=len(queries) - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
+        cache = PairScoreCache(self.root / "pair_scores.sqlite")
+        scorers: dict[int, CachedScorer] = {}
+        bar = tqdm(total=n_total, initial=n_total - len(todo), desc=f"pools {self.dataset.name} [{self.reranker.name}]",
                    unit="q", disable=not self.progress)
         pending: list[pd.DataFrame] = []
         last, flushed = time.monotonic(), 0
-        for start in range(0, len(todo), batch):
-            chunk = todo[start : start + batch]
-            for query, cand in zip(chunk, retriever.candidates(chunk)):
-                scorer = route(self.reranker, query)
-                logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
-                a, b = getattr(scorer, "calibration", (1.0, 0.0))
-                pending.append(pd.DataFrame({
-                    "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
-                    "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
-                    "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
-                    "dense_score": cand.dense_score, "logit": logits, "calibrated": a * logits + b,
-                    "fuse_w": np.float32(getattr(scorer, "fuse_w", np.nan)),
-                }))
-                bar.update(1)
-            if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:
-                self._write_part(pending)
-                flushed += len(pending)
-                pending, last = [], time.monotonic()
-                if on_flush:
-                    on_flush(flushed)
-        bar.close()
-        return self.load(queries)
+        try:
+            for start in range(0, len(todo), batch):
+                chunk = todo[start : start + batch]
+                for query, cand in zip(chunk, retriever.candidates(chunk)):
+                    model = route(self.reranker, query)
+                    scorer = scorers.setdefault(id(model), CachedScorer(model, cache))
+                    logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                    a, b = getattr(model, "calibration", (1.0, 0.0))
+                    pending.append(pd.DataFrame({
+                        "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],
+                        "rrf_rank": np.arange(len(cand.doc_idx), dtype=np.int16), "rrf": cand.rrf,
+                        "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score, "dense_rank": cand.dense_rank,
+                        "dense_score": cand.dense_score, "logit": logits, "calibrated": a * logits + b,
+                        "fuse_w": np.float32(getattr(model, "fuse_w", np.nan)),
+                    }))
+                    bar.update(1)
+                    bar.set_postfix(cached=sum(s.hits for s in scorers.values()), scored=sum(s.scored for s in scorers.values()))
+                if start + batch >= len(todo) or time.monotonic() - last > flush_seconds:
+                    self._write_part(pending)
+                    flushed += len(pending)
+                    pending, last = [], time.monotonic()
+                    if on_flush:
+                        on_flush(flushed)
+        finally:
+            bar.close()
+            hits, scored = sum(s.hits for s in scorers.values()), sum(s.scored for s in scorers.values())
+            self.hits, self.scored = hits, scored
+            if hits or scored:
+                cache.record_build(f"pools {self.dataset.name} {self.key}", identity_of(self.reranker), hits, scored)
+            cache.close()
 
     def load(self, queries: Sequence[Query] | None = None) -> Pools:
         return load_pools(self.directory, queries)
+
+
+class _exclusive:
+    """An exclusive flock on `path` for one builder; a second one says it waits, then proceeds."""
+
+    def __init__(self, path: Path, what: str):
+        self.path, self.what = path, what
+
+    def __enter__(self):
+        self.fh = open(self.path, "a+")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{self.what}: another process is building these pools; waiting for it to finish...", file=sys.stderr)
+            fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
 
 
 def _parts(directory: Path) -> list[Path]:
@@ -214,7 +274,13 @@ def _read_parts(directory: Path) -> pd.DataFrame:
             warnings.warn(f"pool part {part} is unreadable ({exc}); moved to {bad.name}, its queries will be recomputed", stacklevel=2)
     if not frames:
         return pd.DataFrame({f.name: pd.Series(dtype=f.type.to_pandas_dtype()) for f in SCHEMA})
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    dup = frame.duplicated(["query_id", "doc_idx"])
+    if dup.any():
+        qids = frame.loc[dup, "query_id"].unique()
+        raise PoolCacheError(f"pool cache {directory} stores {len(qids)} queries more than once (e.g. {qids[0]!r}); "
+                             f"it cannot be trusted: delete that folder (rm -r '{directory}') and rerun the command to rebuild it")
+    return frame
 
 
 def pools_dir(dataset_name: str, key: str, root: Path | None = None) -> Path:
@@ -230,7 +296,12 @@ def _pools(directory: Path, frame: pd.DataFrame, queries: Sequence[Query] | None
     if queries is not None:
         wanted = {q.id for q in queries}
         frame = frame[frame["query_id"].isin(wanted)].reset_index(drop=True)
-    return Pools(frame, json.loads((directory / "manifest.json").read_text()), directory)
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text())
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PoolCacheError(f"pool manifest {directory / 'manifest.json'} is unreadable ({type(exc).__name__}); "
+                             "rerun the command that built these pools: it sets the manifest aside and rewrites it") from None
+    return Pools(frame, manifest, directory)
 
 
 def build_pools(dataset: Dataset, reranker: Reranker, config: PipelineConfig = PipelineConfig(),
