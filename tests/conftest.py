@@ -9,8 +9,8 @@ import pytest
 
 from lethe_core.paths import shared_data_dir
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ["HF_HUB_OFFLINE"] = "1"  # forced: no test may touch the network, whatever the shell says
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 LOCOMO = shared_data_dir() / "locomo" / "locomo10.json"
 NFCORPUS = shared_data_dir() / "nfcorpus"

@@ -24,6 +24,7 @@ from ..retrieval.rerank import resolve_reranker
 from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
 from ..rif.replay import Arm, standard_arms
 from ..rif.state import RIFParams
+from ..second_stage import DEFAULT_MODE, MODES
 from .systems import _atomic_write, _slug
 
 PAPER_SEED = 42
@@ -44,8 +45,9 @@ class RIFExperiment:
     eta: float = 0.1
     decay: float = 0.005
     eager_decay: bool = False
-    second_stage: str = "fused"
+    second_stage: str = DEFAULT_MODE
     calibration: bool = True
+    backend: str = "auto"  # reranker inference backend (torch | onnx | onnx-int8 | auto)
     limit_queries: int | None = None
     conversations: int | None = None
     snapshot_every: int = 500
@@ -56,6 +58,9 @@ class RIFExperiment:
     def __post_init__(self):
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.second_stage not in MODES:
+            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+        self.arm_list()  # unknown arm names fail here, before any pool is built
 
     def arm_list(self) -> list[Arm]:
         params = RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.pipeline.pool_size, eager=self.eager_decay)
@@ -71,7 +76,7 @@ class RIFExperiment:
 
     def run(self, results_root: Path | None = None) -> dict:
         ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        builder = PoolBuilder(ds, resolve_reranker(self.reranker), self.pipeline, progress=self.progress)
+        builder = PoolBuilder(ds, resolve_reranker(self.reranker, backend=self.backend), self.pipeline, progress=self.progress)
         pools = builder.build()
         qids = [q.id for q in ds.queries]
         qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
@@ -106,7 +111,8 @@ class RIFExperiment:
         out.mkdir(parents=True, exist_ok=True)
         summary = summarise(per_query, arms, seeds, suppressed, self.protocol)
         summary.update({"dataset": ds.name, "protocol": self.protocol, "reranker": pools.reranker, "results_dir": str(out),
-                        "run_id": run_id, "n_queries": len(qids), "seeds": seeds, "burn_in": burn_in,
+                        "run_id": run_id, "n_queries": len(qids), "dropped": ds.dropped(), "seeds": seeds, "burn_in": burn_in,
+                        "reranker_identity": pools.manifest.get("reranker_identity"),
                         "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"],
                         "schema_version": SCHEMA_VERSION})
         snap_frame = _snapshots_frame(snaps, ds)

@@ -4,7 +4,11 @@ Systems (all read the same pools, so they differ only in how they order them):
 - vector, bm25, rrf: first-stage lists, top-10;
 - vector_rerank: dense top-30 reordered by the reranker;
 - full: RRF top-P (P = 30) reordered by the reranker (the paper's baseline);
-- control: the whole RRF union reordered by the reranker (no RIF, more reranker calls).
+- control: the whole RRF union reordered by the reranker (no RIF, more reranker calls); its
+  pool recall is the recall of the whole union (`union_recall`), not of a top-30.
+
+`lme_ndcg@10` is LongMemEval's own scorer, averaged as the official script does: without the
+abstention (`_abs`) questions, which have no evidence to retrieve.
 """
 
 from __future__ import annotations
@@ -25,14 +29,14 @@ from ..paths import results_dir
 from ..pools import PackedPools, PoolBuilder
 from ..retrieval.pipeline import PipelineConfig
 from ..retrieval.rerank import resolve_reranker
-from ..second_stage import final_order
+from ..second_stage import DEFAULT_MODE, final_order
 from .. import stats
 
 SYSTEMS = ("vector", "bm25", "rrf", "vector_rerank", "full", "control")
 RERANKED = {"vector_rerank", "full", "control"}
 
 
-def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = "fused") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = DEFAULT_MODE) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """For query i: each system's (final order, reranker pool) as positions into its pool rows."""
     rows = p.rows(i)
     n = rows.stop - rows.start
@@ -57,7 +61,7 @@ def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = "fused") -
     }
 
 
-def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode: str = "fused") -> pd.DataFrame:
+def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode: str = DEFAULT_MODE) -> pd.DataFrame:
     """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30 and top-1 behaviour.
 
     Behaviour and abstention read the calibrated logit of the top-1.
@@ -75,7 +79,7 @@ def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode
                 "query_id": qid, "qtype": q.qtype, "system": name,
                 "ndcg@10": ndcg_at_k(ranked, q.qrels, 10), "recall@10": recall_at_k(ranked, q.qrels, 10),
                 "pool_recall@30": recall_at_k(ids[doc_idx[pool]].tolist(), q.qrels, len(pool)),
-                "lme_ndcg@10": longmemeval_ndcg(ranked, q.qrels, 10),
+                "lme_ndcg@10": np.nan if "abstention" in q.flags else longmemeval_ndcg(ranked, q.qrels, 10),
             }
             if name in RERANKED and len(order):
                 row["top1_logit"] = float(conf[order[0]])
@@ -90,12 +94,13 @@ def summarise(per_query: pd.DataFrame, seed: int = 0) -> list[dict]:
     out = []
     for name in SYSTEMS:
         sub = per_query[per_query["system"] == name]
+        lme = sub["lme_ndcg@10"].dropna()
         entry = {
             "name": name,
             "ndcg@10": float(sub["ndcg@10"].mean()),
             "recall@10": float(sub["recall@10"].mean()),
-            "pool_recall@30": float(sub["pool_recall@30"].mean()),
-            "lme_ndcg@10": float(sub["lme_ndcg@10"].mean()),
+            "union_recall" if name == "control" else "pool_recall@30": float(sub["pool_recall@30"].mean()),
+            "lme_ndcg@10": float(lme.mean()) if len(lme) else None,
             "ndcg@10_ci": stats.bootstrap_ci(sub["ndcg@10"], seed=seed).as_dict()["ci"],
         }
         if name != "rrf":
@@ -137,14 +142,15 @@ class SystemsExperiment:
     limit_queries: int | None = None
     conversations: int | None = None  # keep only the first N conversations (quick runs)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    second_stage: str = "fused"  # "ce" forces the pure reranker order even when a fusion weight exists
+    second_stage: str = DEFAULT_MODE  # "fused": the validated fusion of first stage and reranker orders
     calibration: bool = True  # False: behaviour/abstention read the raw logit
+    backend: str = "auto"  # reranker inference backend (torch | onnx | onnx-int8 | auto)
     seed: int = 0
     progress: bool = True
 
     def run(self, results_root: Path | None = None) -> dict:
         ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        reranker = resolve_reranker(self.reranker)
+        reranker = resolve_reranker(self.reranker, backend=self.backend)
         builder = PoolBuilder(ds, reranker, self.pipeline, progress=self.progress)
         pools = builder.build()
         packed = pools.packed([q.id for q in ds.queries], self.calibration)
@@ -153,7 +159,8 @@ class SystemsExperiment:
         out_dir = Path(results_root or results_dir()) / name
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = {
-            "dataset": ds.name, "reranker": pools.reranker, "n_queries": len(ds.queries),
+            "dataset": ds.name, "reranker": pools.reranker, "reranker_identity": pools.manifest.get("reranker_identity"),
+            "n_queries": len(ds.queries), "dropped": ds.dropped(),
             "second_stage": self.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
             "calibrated": bool((packed.calibrated != packed.logit).any()),
             "systems": summarise(per_query, self.seed), "pool_key": builder.key, "results_dir": str(out_dir),

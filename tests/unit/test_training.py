@@ -47,7 +47,7 @@ def test_manifest_records_protocol_and_choices(trained):
 def test_pools_are_scored_by_the_fold_that_never_saw_the_conversation(trained, monkeypatch):
     home, manifest = trained
     monkeypatch.setenv("LETHE_HOME", str(home))
-    rr = load_reranker("trained:tiny")
+    rr = load_reranker("trained:tiny", backend="torch")  # the ONNX path has its own parity tests
     ds = load_dataset("synthetic:3000")
     for q in ds.queries[:5]:
         fold = rr.route(q)
@@ -74,8 +74,40 @@ def test_systems_report_per_fold_results(trained, monkeypatch):
 
     home, manifest = trained
     monkeypatch.setenv("LETHE_HOME", str(home))
-    s = SystemsExperiment("synthetic:3000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"), progress=False).run()
+    s = SystemsExperiment("synthetic:3000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"), backend="torch",
+                          progress=False).run()
     assert s["reranker"] == "trained:tiny" and s["calibrated"] is True
     assert sum(f["n_queries"] for f in s["per_fold"]) == s["n_queries"]
     assert {f["fold"] for f in s["per_fold"]} == {0, 1}
     assert all("p_vs_rrf" in row for row in s["systems"] if row["name"] != "rrf")
+
+
+def test_no_training_group_holds_a_turn_of_a_validation_or_evaluation_conversation(locomo):
+    """The real LoCoMo folds: every positive and every hard negative comes from the fold's training conversations."""
+    from lethe_core.training import fold_groups
+
+    cfg = TrainConfig(encoder="test:hash")
+    conv_of = {t.id: t.conversation_id for t in locomo.corpus.turns}
+    for i, (train_c, val_c, eval_c) in enumerate(fold_split(locomo.conversation_ids(), 2)):
+        _, groups, n_all = fold_groups(locomo, train_c, cfg, np.random.default_rng(cfg.seed + i))
+        assert n_all == len(groups) > 1000
+        seen = {conv_of[d] for _, pos, negs in groups for d in [pos, *negs]}
+        assert seen <= set(train_c) and not seen & set(val_c + eval_c)
+        assert all(len(negs) == cfg.negatives and pos not in negs for _, pos, negs in groups)
+
+
+def test_retraining_under_the_same_name_rebuilds_the_pools(tmp_path, monkeypatch):
+    """The pool key reads the reranker's weights, not its name: a new model under an old name gets new pools."""
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    ds = load_dataset("synthetic:3000").limit_queries(4)
+    keys, identities = [], []
+    for seed in (1, 2):
+        train_folds(TrainConfig(dataset="synthetic:3000", name="same", folds=2, max_groups=4, negatives=3, encoder="test:hash",
+                                seed=seed), progress=False)
+        rr = load_reranker("trained:same", backend="torch")
+        builder = PoolBuilder(ds, rr, PipelineConfig(encoder="test:hash"), progress=False)
+        builder.build()
+        keys.append(builder.key)
+        identities.append(rr.identity)
+        assert builder.scored > 0 and builder.hits == 0  # the second model's pairs are scored afresh, not read back
+    assert keys[0] != keys[1] and identities[0] != identities[1]
