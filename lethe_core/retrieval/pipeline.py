@@ -26,10 +26,14 @@ class PipelineConfig:
     rrf_k: int = RRF_K
     pool_size: int = 30  # P: how many of the union the reranker sees in the paper's pipeline
     encoder: str = DEFAULT_ENCODER
+    encoder_backend: str = "torch"  # torch | onnx | onnx-int8 (lethe_core.inference)
     bm25: BM25Params = field(default_factory=BM25Params)
 
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        fields = asdict(self)
+        if fields["encoder_backend"] == "torch":  # pools cached before the field existed keep their key
+            del fields["encoder_backend"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -46,7 +50,7 @@ class Candidates:
 
 def query_vectors(queries: Sequence[Query], config: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
     """The queries' bi-encoder embeddings through the on-disk cache (the model loads only for texts not cached)."""
-    encoder = LazyEncoder(config.encoder)
+    encoder = LazyEncoder(config.encoder, config.encoder_backend)
     return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, [q.text for q in queries], progress=progress)
 
 
@@ -56,7 +60,7 @@ class HybridRetriever:
         self.corpus = corpus
         self.config = config
         self.progress = progress
-        self.encoder = encoder or LazyEncoder(config.encoder)
+        self.encoder = encoder or LazyEncoder(config.encoder, config.encoder_backend)
         self.embeddings = EmbeddingCache(cache_root or cache_dir(), self.encoder.name)
         self.bm25 = BM25Index([tokenize(t) for t in corpus.texts], config.bm25)
         self.doc_vectors = self.embeddings.embed(self.encoder, corpus.texts, progress=progress)

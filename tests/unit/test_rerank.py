@@ -1,8 +1,11 @@
-"""Reranker backends: local: and hub: load a CrossEncoder saved on disk; offline hub names fail clearly."""
+"""Reranker backends: local: and hub: load a CrossEncoder saved on disk; offline hub names fail clearly and fast."""
+
+import time
 
 import numpy as np
 import pytest
 
+from lethe_core.inference import weights_digest
 from lethe_core.retrieval.rerank import LexicalReranker, RerankerUnavailable, load_reranker
 
 
@@ -24,20 +27,43 @@ def test_local_backend_reproduces_the_saved_model(saved_cross_encoder):
     import torch
 
     folder, model = saved_cross_encoder
-    rr = load_reranker(f"local:{folder}")
-    texts = ["I adopted a cat named Luna", "the weather is grey"]
+    rr = load_reranker(f"local:{folder}", backend="torch")
+    texts = ["I adopted a cat named Luna", "the weather is grey", "Luna sleeps all day on the sofa in the sun", "cat"]
     logits = rr.score("what is my cat called?", texts)
     expected = model.predict([("what is my cat called?", t) for t in texts], activation_fn=torch.nn.Identity())
-    assert logits.shape == (2,) and np.allclose(logits, expected, atol=1e-5)
+    assert logits.shape == (4,) and np.allclose(logits, expected, atol=1e-5)
+    assert np.allclose(rr.score("what is my cat called?", texts[::-1])[::-1], logits, atol=1e-5)  # input order kept
     assert rr.name.startswith("local:")
+    assert rr.identity == f"{rr.name}|torch|{weights_digest(folder)}"
 
 
 def test_hub_backend_loads_a_path_and_fails_clearly_offline(saved_cross_encoder, monkeypatch):
     folder, _ = saved_cross_encoder
-    assert load_reranker(f"hub:{folder}").name == f"hub:{folder}"
+    assert load_reranker(f"hub:{folder}", backend="torch").name == f"hub:{folder}"
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(RerankerUnavailable, match="Offline, the MS MARCO weights cannot be downloaded"):
+    start = time.monotonic()
+    with pytest.raises(RerankerUnavailable, match="HF_HUB_OFFLINE is set.*\n.*Offline, the MS MARCO weights cannot be downloaded"):
         load_reranker("hub:cross-encoder/definitely-not-cached-here")
+    assert time.monotonic() - start < 10
+
+
+def test_unreachable_hub_fails_in_seconds_without_retries(monkeypatch):
+    """No HF_HUB_OFFLINE: one connect to a closed loopback port stands in for a dead network."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    start = time.monotonic()
+    with pytest.raises(RerankerUnavailable, match="127.0.0.1:9 is unreachable"):
+        load_reranker("hub:cross-encoder/definitely-not-cached-here", backend="torch")
+    assert time.monotonic() - start < 10
+
+
+def test_unknown_backend_is_refused(saved_cross_encoder):
+    folder, _ = saved_cross_encoder
+    with pytest.raises(ValueError, match="unknown inference backend"):
+        load_reranker(f"local:{folder}", backend="cuda")
 
 
 def test_missing_local_folder(tmp_path):
@@ -47,5 +73,6 @@ def test_missing_local_folder(tmp_path):
 
 def test_lexical_test_reranker_is_deterministic():
     rr = LexicalReranker()
+    assert rr.identity == "test:lexical|v1"
     s = rr.score("cat name", ["my cat has a name", "a cat", "dogs"])
     assert list(s) == [4.0, 0.0, -4.0]
