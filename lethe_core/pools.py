@@ -207,10 +207,16 @@ class PoolBuilder:
         try:
             for start in range(0, len(todo), batch):
                 chunk = todo[start : start + batch]
-                for query, cand in zip(chunk, retriever.candidates(chunk)):
-                    model = route(self.reranker, query)
-                    scorer = scorers.setdefault(id(model), CachedScorer(model, cache))
-                    logits = scorer.score(query.text, [corpus.texts[i] for i in cand.doc_idx])
+                cands = retriever.candidates(chunk)
+                models = [route(self.reranker, q) for q in chunk]
+                logits_of: dict[int, np.ndarray] = {}
+                for mid in dict.fromkeys(id(m) for m in models):  # each fold model scores its queries' missing pairs at once
+                    mine = [j for j, m in enumerate(models) if id(m) == mid]
+                    scorer = scorers.setdefault(mid, CachedScorer(models[mine[0]], cache))
+                    got = scorer.score_many([(chunk[j].text, [corpus.texts[i] for i in cands[j].doc_idx]) for j in mine])
+                    logits_of.update(zip(mine, got))
+                for j, (query, cand) in enumerate(zip(chunk, cands)):
+                    model, logits = models[j], logits_of[j]
                     a, b = getattr(model, "calibration", (1.0, 0.0))
                     pending.append(pd.DataFrame({
                         "query_id": query.id, "doc_idx": cand.doc_idx, "doc_id": [corpus.ids[i] for i in cand.doc_idx],

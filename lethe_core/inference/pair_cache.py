@@ -100,16 +100,34 @@ class CachedScorer:
         self.scored = 0
 
     def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        logits = self.cache.lookup(self.identity, query, texts)
-        missing = np.flatnonzero(np.isnan(logits))
-        self.hits += len(texts) - len(missing)
-        if len(missing):
-            todo = [texts[i] for i in missing]
-            fresh = np.asarray(self.scorer.score(query, todo), dtype=np.float64)
-            self.cache.store(self.identity, query, todo, fresh)
-            logits[missing] = fresh
-            self.scored += len(missing)
-        return logits.astype(np.float32)
+        return self.score_many([(query, texts)])[0]
+
+    def score_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[np.ndarray]:
+        """Logits for several (query, texts); every missing pair of all of them is scored in one call when
+        the scorer has `score_pairs` (one length-sorted run), else query by query."""
+        out, missing = [], []
+        for query, texts in items:
+            logits = self.cache.lookup(self.identity, query, texts)
+            out.append(logits)
+            missing.append(np.flatnonzero(np.isnan(logits)))
+            self.hits += len(texts) - len(missing[-1])
+        queries = [q for (q, _), m in zip(items, missing) for _ in m]
+        texts = [ts[i] for (_, ts), m in zip(items, missing) for i in m]
+        if not texts:
+            return [x.astype(np.float32) for x in out]
+        if hasattr(self.scorer, "score_pairs"):
+            fresh = np.asarray(self.scorer.score_pairs(queries, texts), dtype=np.float64)
+        else:
+            fresh = np.concatenate([np.asarray(self.scorer.score(q, [ts[i] for i in m]), dtype=np.float64)
+                                    for (q, ts), m in zip(items, missing) if len(m)])
+        start = 0
+        for (query, ts), logits, m in zip(items, out, missing):
+            if len(m):
+                logits[m] = fresh[start : start + len(m)]
+                self.cache.store(self.identity, query, [ts[i] for i in m], logits[m])
+                start += len(m)
+        self.scored += len(texts)
+        return [x.astype(np.float32) for x in out]
 
 
 def cache_stats(path: Path | None = None) -> dict:
