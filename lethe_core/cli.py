@@ -7,8 +7,6 @@ model or a pool, and every user-facing failure, click's own parse errors include
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import json
 import sys
 from typing import Optional
@@ -88,17 +86,6 @@ def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] =
         check.reranker(reranker)
 
 
-def _backend_kw(target, backend: str) -> dict:
-    """`backend=` for `target` (a function or a dataclass) when it takes one; otherwise only `auto` can be honoured."""
-    names = ({f.name for f in dataclasses.fields(target)} if dataclasses.is_dataclass(target)
-             else set(inspect.signature(target).parameters))
-    if "backend" in names:
-        return {"backend": backend}
-    if backend != "auto":
-        raise check.ArgError(f"--backend {backend}: this build has only the default backend (auto) for {target.__name__}")
-    return {}
-
-
 def _dropped_line(dropped: Optional[dict], dataset: str, path: Optional[str]) -> Optional[str]:
     """One line naming what the loader dropped or changed (non-zero counts), or None when nothing was."""
     items = [f"{key.replace('_', ' ')}: {n:,}" for key, n in (dropped or {}).items() if n]
@@ -153,10 +140,9 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
     from .retrieval.rerank import resolve_reranker
 
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend)
-    backend_kw = _backend_kw(resolve_reranker, backend)
     ds = load_dataset(dataset, path, conversations, limit_queries)
-    dropped = ds.dropped() if hasattr(ds, "dropped") else None
-    pools = PoolBuilder(ds, resolve_reranker(reranker, **backend_kw), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
+    dropped = ds.dropped()
+    pools = PoolBuilder(ds, resolve_reranker(reranker, backend=backend), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
     n_queries, n_candidates = len(pools.query_ids()), len(pools.frame)
     if as_json:
         typer.echo(json.dumps({"dataset": ds.name, "reranker": pools.reranker, "n_queries": n_queries, "candidates": n_candidates,
@@ -183,7 +169,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
 
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend)
     summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder),
-                                second_stage=second_stage, calibration=calibration, **_backend_kw(SystemsExperiment, backend)).run()
+                                second_stage=second_stage, calibration=calibration, backend=backend).run()
     if as_json:
         typer.echo(json.dumps(summary))
         return
@@ -234,10 +220,19 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
     typer.echo(f"use it as --reranker trained:{name}")
 
 
+@reranker_app.command("ensure")
+@_guard
+def reranker_ensure() -> None:
+    """Make sure `--reranker auto` has a cross-encoder: train the first-run fold recipe when none is on disk (resumable)."""
+    from .training import ensure_reranker
+
+    typer.echo(f"reranker: {ensure_reranker()}")
+
+
 @reranker_app.command("report")
 @_guard
 def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str = typer.Option("locomo", "--dataset"),
-                        out: str = typer.Option("RERANKER.md", "--out")) -> None:
+                        out: str = typer.Option("RERANKER.md", "--out"), backend: str = BackendOpt) -> None:
     """Write the training report (folds, validation choices, logit distributions, evaluation with p vs rrf)."""
     from pathlib import Path
 
@@ -246,9 +241,11 @@ def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str
 
     check.dataset(dataset, None)
     check.reranker(f"trained:{name}", "NAME")
+    check.choice("--backend", backend, check.BACKENDS)
     if Path(out).is_dir():
         raise check.ArgError(f"--out {out} is a folder; give a file name (e.g. RERANKER.md)")
-    systems = [SystemsExperiment(dataset, reranker=f"trained:{name}", second_stage=stage, progress=False).run() for stage in ("fused", "ce")]
+    systems = [SystemsExperiment(dataset, reranker=f"trained:{name}", second_stage=stage, backend=backend, progress=False).run()
+               for stage in ("fused", "ce")]
     Path(out).write_text(reranker_report(name, systems))
     typer.echo(f"wrote {out}")
 
@@ -305,7 +302,7 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
     exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
                         arms=arm_names, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
                         eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries,
-                        conversations=conversations, pipeline=PipelineConfig(encoder=encoder), **_backend_kw(RIFExperiment, backend))
+                        conversations=conversations, pipeline=PipelineConfig(encoder=encoder), backend=backend)
     summary = exp.run()
     if as_json:
         typer.echo(json.dumps(summary))
@@ -332,7 +329,6 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
     check.choice("--rule", rule, check.RULES)
     grid = check.numbers("--values", values, integer=param == "k", lo=1 if param == "k" else 0)
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, backend=backend)
-    backend_kw = _backend_kw(RIFExperiment, backend)
     rows = []
     for v in grid:
         k = int(v) if param == "k" else 30
@@ -340,7 +336,7 @@ def rif_sweep(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optio
         kw = {"alpha": v} if param == "alpha" else {"eta": v} if param == "eta" else {}
         s = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol, arms=[arm], ks=(k,) if k > 1 else (),
                           seeds=seeds, limit_queries=limit_queries, conversations=conversations, progress=False, map=False,
-                          pipeline=PipelineConfig(encoder=encoder), **backend_kw, **kw).run()
+                          pipeline=PipelineConfig(encoder=encoder), backend=backend, **kw).run()
         a = s["arms"][-1]
         rows.append({param: v, "arm": arm, "ndcg@10": a["ndcg@10"]["mean"], "delta_ndcg": a["delta_ndcg"]["mean"],
                      "delta_ci": a["delta_ndcg"]["ci"], "p": a["p"], "results_dir": s["results_dir"]})

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 from urllib.parse import urlparse
 
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8")  # cross-encoder inference backends (`--backend`)
+from .inference import BACKENDS as INFERENCE_BACKENDS
+
+BACKENDS = ("auto", *INFERENCE_BACKENDS)  # cross-encoder inference backends (`--backend`)
 SWEEP_PARAMS = ("k", "alpha", "eta")
 RULES = ("uniform", "gap")
 SYNTHETIC_TURNS = (100, 1_000_000)  # the range `generate_synthetic` accepts

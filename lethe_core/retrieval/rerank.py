@@ -176,29 +176,25 @@ def load_reranker(spec: str, backend: str = "auto") -> Reranker:
     raise ValueError(f"unknown reranker {spec!r}: use hub:<name>, local:<path>, trained:<name> or test:lexical")
 
 
-DEFAULT_TRAINED = "minilm-2fold"
-
-
 def resolve_reranker(spec: str, backend: str = "auto") -> Reranker:
-    """`auto`: the paper's MS MARCO cross-encoder if it is already on disk (HF cache), else the
-    fold-trained reranker `trained:minilm-2fold` if it was trained here (`make reranker`), else the
-    lexical test reranker with a warning. Any other spec is loaded as named."""
+    """`auto`, in order: the paper's MS MARCO cross-encoder (from the HF cache, or downloaded when the hub is
+    reachable; offline that check fails in seconds), else the full fold recipe `trained:minilm-2fold`
+    (`make reranker`), else the first-run recipe `trained:minilm-2fold-quick` (`lethe-lab reranker ensure`,
+    which `make run` calls), else a clear error. Never the lexical test reranker. Any other spec loads as named."""
     if spec != "auto":
         return load_reranker(spec, backend)
     try:
-        return CrossEncoderReranker(DEFAULT_HUB_MODEL, f"hub:{DEFAULT_HUB_MODEL}", local_files_only=True, backend=backend)
+        return CrossEncoderReranker(DEFAULT_HUB_MODEL, f"hub:{DEFAULT_HUB_MODEL}", backend=backend)
     except RerankerUnavailable:
         pass
     from ..paths import models_dir
+    from ..training import FIRST_RUN, FULL_RECIPE
 
-    if (models_dir() / DEFAULT_TRAINED / "trained.json").exists():
-        return load_reranker(f"trained:{DEFAULT_TRAINED}", backend)
-    import sys
-
-    print(
-        f"warning: no reranker on disk ({DEFAULT_HUB_MODEL} is not in the Hugging Face cache and "
-        f"trained:{DEFAULT_TRAINED} has not been trained: `make reranker`); falling back to test:lexical, "
-        "a lexical stand-in, NOT a cross-encoder. Every result names it.",
-        file=sys.stderr,
+    for name in (FULL_RECIPE, FIRST_RUN):
+        if (models_dir() / name / "trained.json").exists():
+            return load_reranker(f"trained:{name}", backend)
+    raise RerankerUnavailable(
+        f"no reranker for --reranker auto: {DEFAULT_HUB_MODEL} is neither cached nor downloadable here, and no fold "
+        f"reranker is trained under {models_dir()}. Run `lethe-lab reranker ensure` (trains the first-run recipe, "
+        "~10 minutes on 2 cores) or `make reranker` (the full recipe), or name one with --reranker."
     )
-    return LexicalReranker()
