@@ -22,7 +22,7 @@ browser:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
 	    echo "warning: could not install chromium (not root?); the browser test will be skipped"; }
 
-run: setup  ## main job: describe LoCoMo, a reranker (trained here on first run), its pools, systems table, RIF paper protocol
+run: setup  ## main job: describe LoCoMo, the fold reranker (trained on first run, ~40 min), its pools, systems table, RIF paper protocol
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab systems locomo

@@ -189,7 +189,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
 @_guard
 def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with conversations (locomo)"), path: Optional[str] = PathOpt,
                    folds: int = typer.Option(2, "--folds", help="K folds by conversation (K >= 2)"),
-                   name: str = typer.Option("minilm-folds", "--name", help="saved as data/models/NAME, used as trained:NAME"),
+                   name: str = typer.Option("minilm-2fold", "--name", help="saved as data/models/NAME, used as trained:NAME"),
                    epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-5, "--lr"),
                    negatives: int = typer.Option(7, "--negatives", help="hard negatives per positive"),
                    observations: bool = typer.Option(True, "--observations/--no-observations", help="LoCoMo observations as extra pseudo-queries"),

@@ -178,9 +178,9 @@ def load_reranker(spec: str, backend: str = "auto") -> Reranker:
 
 def resolve_reranker(spec: str, backend: str = "auto") -> Reranker:
     """`auto`, in order: the paper's MS MARCO cross-encoder (from the HF cache, or downloaded when the hub is
-    reachable; offline that check fails in seconds), else the full fold recipe `trained:minilm-2fold`
-    (`make reranker`), else the first-run recipe `trained:minilm-2fold-quick` (`lethe-lab reranker ensure`,
-    which `make run` calls), else a clear error. Never the lexical test reranker. Any other spec loads as named."""
+    reachable; offline that check fails in seconds), else the fold recipe `trained:minilm-2fold` (trained by
+    `lethe-lab reranker ensure`, which `make run` calls, or `make reranker`), else a clear error. Never the
+    lexical test reranker. Any other spec loads as named."""
     if spec != "auto":
         return load_reranker(spec, backend)
     try:
@@ -188,13 +188,12 @@ def resolve_reranker(spec: str, backend: str = "auto") -> Reranker:
     except RerankerUnavailable:
         pass
     from ..paths import models_dir
-    from ..training import FIRST_RUN, FULL_RECIPE
+    from ..training import FULL_RECIPE
 
-    for name in (FULL_RECIPE, FIRST_RUN):
-        if (models_dir() / name / "trained.json").exists():
-            return load_reranker(f"trained:{name}", backend)
+    if (models_dir() / FULL_RECIPE / "trained.json").exists():
+        return load_reranker(f"trained:{FULL_RECIPE}", backend)
     raise RerankerUnavailable(
-        f"no reranker for --reranker auto: {DEFAULT_HUB_MODEL} is neither cached nor downloadable here, and no fold "
-        f"reranker is trained under {models_dir()}. Run `lethe-lab reranker ensure` (trains the first-run recipe, "
-        "~10 minutes on 2 cores) or `make reranker` (the full recipe), or name one with --reranker."
+        f"no reranker for --reranker auto: {DEFAULT_HUB_MODEL} is neither cached nor downloadable here, and "
+        f"trained:{FULL_RECIPE} is not trained under {models_dir()}. Run `lethe-lab reranker ensure` (trains it, "
+        "about 40 minutes on 2 cores), or name another with --reranker."
     )
