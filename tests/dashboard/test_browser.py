@@ -52,6 +52,12 @@ def test_deep_link_on_a_fresh_server_then_the_filter_follows_the_sidebar(results
         def captions():
             return [c.text for c in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stCaptionContainer"]')]
 
+        def filter_picker():
+            """The clusters page's filter widget, once drawn: the title is drawn before the script reaches it, and
+            Streamlit shows its running indicator only after a delay, so `settled` alone can return early."""
+            return wait.until(lambda d: next((m for m in d.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"]')
+                                              if "Filter the other pages" in m.text), None))
+
         try:
             driver.get(f"{url}/inspector")
             settled("Query inspector")
@@ -61,9 +67,7 @@ def test_deep_link_on_a_fresh_server_then_the_filter_follows_the_sidebar(results
             assert not any(c.startswith("Filtered to clusters") for c in captions())
 
             go("Query clusters")
-            picker = next(m for m in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"]')
-                          if "Filter the other pages" in m.text)
-            field = picker.find_element(By.CSS_SELECTOR, "input")
+            field = filter_picker().find_element(By.CSS_SELECTOR, "input")
             driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", field)
             field.click()
             option = wait.until(lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, '[role="option"]') if o.text.strip() == "3"), None))
@@ -76,8 +80,6 @@ def test_deep_link_on_a_fresh_server_then_the_filter_follows_the_sidebar(results
             go("Suppression heatmap")
             wait.until(lambda d: any(c.startswith("Filtered to clusters 3 ") for c in captions()))
             go("Query clusters")
-            picker = next(m for m in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMultiSelect"]')
-                          if "Filter the other pages" in m.text)
-            assert "3" in picker.text.splitlines()[1:]  # the chip under the label; empty, it reads "Choose options"
+            assert "3" in filter_picker().text.splitlines()[1:]  # the chip under the label; empty, it reads "Choose options"
         finally:
             driver.quit()
