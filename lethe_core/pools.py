@@ -17,11 +17,9 @@ A stored query appearing twice is an error naming the cache, never a silent doub
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
-import sys
 import time
 import uuid
 import warnings
@@ -36,6 +34,7 @@ import pyarrow.parquet as pq
 
 from .datasets.model import Dataset, Query
 from .inference.pair_cache import CachedScorer, PairScoreCache, identity_of
+from .locking import exclusive
 from .paths import cache_dir
 from .retrieval.pipeline import HybridRetriever, PipelineConfig
 from .retrieval.rerank import Reranker, route
@@ -168,7 +167,8 @@ class PoolBuilder:
         """Score every query's union that is not stored yet; returns all stored pools of this key."""
         queries = list(self.dataset.queries if queries is None else queries)
         self.directory.mkdir(parents=True, exist_ok=True)
-        with _exclusive(self.directory / ".lock", f"pools {self.dataset.name} [{self.reranker.name}]"):
+        with exclusive(self.directory / ".lock", f"pools {self.dataset.name} [{self.reranker.name}]: another process is building "
+                       "these pools; waiting for it to finish..."):
             self._ensure_manifest()
             stored = _read_parts(self.directory)
             done = set(stored["query_id"].unique())
@@ -243,26 +243,6 @@ class PoolBuilder:
 
     def load(self, queries: Sequence[Query] | None = None) -> Pools:
         return load_pools(self.directory, queries)
-
-
-class _exclusive:
-    """An exclusive flock on `path` for one builder; a second one says it waits, then proceeds."""
-
-    def __init__(self, path: Path, what: str):
-        self.path, self.what = path, what
-
-    def __enter__(self):
-        self.fh = open(self.path, "a+")
-        try:
-            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"{self.what}: another process is building these pools; waiting for it to finish...", file=sys.stderr)
-            fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
 
 
 def _parts(directory: Path) -> list[Path]:

@@ -10,17 +10,16 @@ complete or absent; an fcntl lock per folder makes a second process wait and the
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import sys
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
+from ..locking import exclusive
 from ..paths import models_dir
 from .backends import INPUTS
 from .identity import weights_digest
@@ -31,17 +30,6 @@ KINDS = ("cross-encoder", "bi-encoder")
 
 def onnx_root() -> Path:
     return models_dir() / "onnx"
-
-
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def exported(folder: Path, kind: str, precision: str, max_length: int = 256) -> Path:
@@ -56,7 +44,7 @@ def exported(folder: Path, kind: str, precision: str, max_length: int = 256) -> 
     final = onnx_root() / f"{weights_digest(folder)}-{precision}"
     if (final / "export.json").exists():
         return final
-    with _locked(onnx_root() / f".{final.name}.lock"):
+    with exclusive(onnx_root() / f".{final.name}.lock"):
         if (final / "export.json").exists():  # another process finished it while we waited
             return final
         source = exported(folder, kind, "fp32", max_length) if precision == "int8" else None
