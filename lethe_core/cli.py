@@ -152,11 +152,6 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
     _echo_dropped(dropped, dataset, path)
 
 
-def _pool_recall(system: dict) -> float:
-    """Recall of what the system reorders: `union_recall` for control (the whole union), else `pool_recall@30`."""
-    return system["union_recall"] if "union_recall" in system else system["pool_recall@30"]
-
-
 @app.command("systems")
 @_guard
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
@@ -164,7 +159,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
             reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
             encoder: str = EncoderOpt, backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
-    from .experiments.systems import SystemsExperiment
+    from .experiments.systems import SystemsExperiment, pool_recall
     from .retrieval.pipeline import PipelineConfig
 
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend)
@@ -179,7 +174,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
     for s in summary["systems"]:
         lo, hi = s["ndcg@10_ci"]
         p = f"{s['p_vs_rrf']:.4f}" if "p_vs_rrf" in s else "-"
-        typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{_pool_recall(s):>10.4f}{p:>10}")
+        typer.echo(f"{s['name']:<15}{s['ndcg@10']:>9.4f}   [{lo:.4f}, {hi:.4f}]{s['recall@10']:>8.4f}{pool_recall(s):>10.4f}{p:>10}")
     typer.echo("poolR: recall of the candidates each system reorders (the top 30; the whole union for control)")
     _echo_dropped(summary.get("dropped"), dataset, path)
     typer.echo(f"per-query results: {summary['results_dir']}")

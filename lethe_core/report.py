@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .experiments.systems import pool_recall as pool_recall_value
 from .paths import REPO_ROOT, results_dir
 from .results import Run, list_runs, replay_context
 from .rif.protocols import PROTOCOLS
@@ -84,7 +85,7 @@ def changes_section(runs: dict[str, Run], systems: dict | None) -> list[str]:
 
 def pool_recall(row: dict) -> str:
     """A systems row's pool recall, marked ᵘ where it is the recall of the whole union (control)."""
-    return f"{row['union_recall']:.4f}ᵘ" if "union_recall" in row else f"{row['pool_recall@30']:.4f}"
+    return f"{pool_recall_value(row):.4f}" + ("ᵘ" if "union_recall" in row else "")
 
 
 def _p(p) -> str:

@@ -113,6 +113,11 @@ def summarise(per_query: pd.DataFrame, seed: int = 0) -> list[dict]:
     return out
 
 
+def pool_recall(row: dict) -> float:
+    """A summary row's recall of what its system reorders: `union_recall` for control, else `pool_recall@30`."""
+    return row["union_recall"] if "union_recall" in row else row["pool_recall@30"]
+
+
 def per_fold(per_query: pd.DataFrame, ds: Dataset, manifest: dict, seed: int = 0) -> list[dict]:
     conv = {q.id: q.conversation_id for q in ds.queries}
     out = []

@@ -7,7 +7,8 @@ import sys
 
 from typer.testing import CliRunner
 
-from lethe_core.cli import _pool_recall, app
+from lethe_core.cli import app
+from lethe_core.experiments.systems import pool_recall
 
 runner = CliRunner()
 
@@ -48,10 +49,10 @@ def test_systems_json_is_deterministic_and_complete():
     names = [s["name"] for s in a["systems"]]
     assert names == ["vector", "bm25", "rrf", "vector_rerank", "full", "control"]
     for s in a["systems"]:
-        assert 0 <= s["ndcg@10"] <= 1 and 0 <= s["recall@10"] <= 1 and 0 <= _pool_recall(s) <= 1
+        assert 0 <= s["ndcg@10"] <= 1 and 0 <= s["recall@10"] <= 1 and 0 <= pool_recall(s) <= 1
     by = {s["name"]: s for s in a["systems"]}
     # The control arm reranks the whole union, so its pool recall can only be higher.
-    assert _pool_recall(by["control"]) >= _pool_recall(by["full"]) == _pool_recall(by["rrf"])
+    assert pool_recall(by["control"]) >= pool_recall(by["full"]) == pool_recall(by["rrf"])
     b = json.loads(invoke(*args).stdout.strip().splitlines()[-1])  # second run reads the cached pools
     assert a["systems"] == b["systems"]
 
