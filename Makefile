@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker reproduce test dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker reproduce notebooks test dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,9 @@ reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reran
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol heldout --seeds 5
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol prequential --seeds 5
 	$(BIN)/lethe-lab rif report
+
+notebooks: setup  ## execute every checkpoint notebook at full parameters (resumable) and regenerate notebooks/README.md
+	$(BIN)/lethe-lab notebooks build
 
 test: setup browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q

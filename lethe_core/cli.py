@@ -26,6 +26,8 @@ reranker_app = typer.Typer(no_args_is_help=True, help="Train and inspect offline
 app.add_typer(reranker_app, name="reranker")
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect the reranker pair-score cache.")
 app.add_typer(cache_app, name="cache")
+notebooks_app = typer.Typer(no_args_is_help=True, help="Execute the checkpoint notebooks and regenerate notebooks/README.md.")
+app.add_typer(notebooks_app, name="notebooks")
 
 DATASET_HELP = "locomo | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
@@ -397,6 +399,24 @@ def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{
             dd = "" if d is None else f"{d['mean']:>+9.4f}  [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]"
             typer.echo(f"{c['name']:<24}{m['mean']:>8.4f}  [{m['ci'][0]:.4f}, {m['ci'][1]:.4f}]{dd:>29}"
                        f"{_fmt_p(c[f'p_{metric}']):>8}{_fmt_p(c[f'p_{metric}_holm']):>8}{_fmt_p(c[f'p_{metric}_bonferroni']):>8}")
+
+
+@notebooks_app.command("build")
+@_guard
+def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", help="a checkpoint number (03) or notebook stem; repeatable"),
+                    small: bool = typer.Option(False, "--small", help="the tests' small parameters (into notebooks/_build/small, no index)"),
+                    force: bool = typer.Option(False, "--force", help="re-run notebooks whose inputs are unchanged"),
+                    html: bool = typer.Option(True, "--html/--no-html")) -> None:
+    """Execute notebooks/NN_*.py at full parameters into notebooks/_build/ and rewrite notebooks/README.md (resumable)."""
+    from .notebook_build import NotebookBuild, NotebookError, discover
+
+    discover(only)  # unknown names fail before any kernel starts
+    try:
+        log = NotebookBuild(names=only, small=small, force=force, html=html).run()
+    except NotebookError as exc:
+        _fail(exc)
+    ran = [e for e in log if not e["skipped"]]
+    typer.echo(f"{len(ran)} executed, {len(log) - len(ran)} up to date; {sum(e['seconds'] for e in ran) / 60:.1f} min")
 
 
 @app.command("dashboard")

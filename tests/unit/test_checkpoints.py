@@ -1,0 +1,63 @@
+import json
+
+import pytest
+
+from lethe_core.checkpoints import MIME, Finding, combine, judge, read_finding
+from lethe_core.notebook_build import discover, stamp, write_index
+
+
+def test_judge_reads_the_ci_against_the_claimed_direction():
+    assert judge(0.02, (0.01, 0.03)).verdict == "holds"
+    assert judge(0.02, (-0.01, 0.05)).verdict == "partly"
+    assert judge(-0.02, (-0.03, -0.01)).verdict == "does not hold"
+    assert judge(-0.001, (-0.01, 0.01)).verdict == "does not hold"
+    assert judge(-0.02, (-0.03, -0.01), direction=-1).verdict == "holds"  # a claimed drop
+    assert judge(0.02, (0.01, 0.03), direction=-1).verdict == "does not hold"
+
+
+def test_combine():
+    h, p, n = (judge(0.02, (0.01, 0.03)), judge(0.02, (-0.01, 0.05)), judge(-0.02, (-0.03, -0.01)))
+    assert combine([h, h]).verdict == "holds"
+    assert combine([n, n]).verdict == "does not hold"
+    assert combine([h, n]).verdict == "partly"
+    assert combine([p]).verdict == "partly"
+
+
+def test_finding_round_trips_through_notebook_outputs(tmp_path):
+    f = Finding.from_judgement(judge(0.02, (0.01, 0.03)), checkpoint=12, title="t", claim="c", reference="r", ours="o",
+                               numbers={"x": 1.5})
+    bundle = f._repr_mimebundle_()
+    assert "holds" in bundle["text/markdown"]
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": bundle}]}]}
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert read_finding(path) == f
+    with pytest.raises(ValueError):
+        Finding(checkpoint=1, title="t", claim="c", reference="r", ours="o", verdict="maybe", why="")
+
+
+def test_stamp_changes_with_source_and_parameters(tmp_path):
+    nb = tmp_path / "99_x.py"
+    nb.write_text("# %%\nx = 1\n")
+    a = stamp(nb, {})
+    assert stamp(nb, {}) == a
+    assert stamp(nb, {"seeds": 1}) != a
+    nb.write_text("# %%\nx = 2\n")
+    assert stamp(nb, {}) != a
+
+
+def test_discover_filters_and_names_unknown_notebooks():
+    assert discover(["03"])[0].stem.startswith("03_")
+    with pytest.raises(ValueError, match="no notebook"):
+        discover(["77"])
+
+
+def test_index_lists_every_checkpoint(tmp_path):
+    f = Finding(checkpoint=3, title="t", claim="a | b", reference="r", ours="o", verdict="holds", why="w")
+    src = discover(["03"])[0]
+    (tmp_path / f"{src.stem}.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: f._repr_mimebundle_()[MIME]}}]}]}))
+    target = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, tmp_path / "README.md")
+    text = target.read_text()
+    assert "a \\| b" in text and "**holds**" in text
+    assert all(f"| {n:02d} |" in text for n in range(1, 19))
