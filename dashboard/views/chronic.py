@@ -2,6 +2,7 @@ import plotly.express as px
 import streamlit as st
 
 import state
+from lethe_core.figures import style
 from lethe_core.analysis import chronic_false_positives, trajectory
 
 run = state.current_run()
@@ -26,13 +27,14 @@ if table.empty:
 st.dataframe(table.drop(columns=["queries"]), hide_index=True, width="stretch",
              column_config={"suppression": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.3f")})
 fig = px.scatter(table, x="rank before", y="rank after", size="rejected", color="suppression", hover_data=["doc_id", "text"],
-                 color_continuous_scale="Reds", range_color=(0, 1), title="Rank in the union before and after RIF")
+                 color_continuous_scale="Reds", range_color=(0, 1))
+style(fig, "Rank in the union before and after RIF", "first-stage rank without RIF (0-based)", "first-stage rank with the arm's suppression")
 fig.add_shape(type="line", x0=0, y0=0, x1=60, y1=60, line=dict(dash="dot", color="grey"))
 st.plotly_chart(fig, width="stretch")
 traj = trajectory(run, arm, cluster, table["doc_id"].head(8).tolist())
 if len(traj):
-    st.plotly_chart(px.line(traj, x="step", y="value", color="doc_id", markers=True, title="Suppression trajectory during burn-in"),
-                    width="stretch")
+    st.plotly_chart(style(px.line(traj, x="step", y="value", color="doc_id", markers=True), "Suppression trajectory during burn-in",
+                          "burn-in step", "suppression s (0–1)"), width="stretch")
 doc = st.selectbox("Queries this entry was rejected for", table["doc_id"].tolist())
 texts = {q.id: q.text for q in ctx.dataset.queries}
 st.write([texts[q] for q in table.set_index("doc_id").loc[doc, "queries"]])

@@ -2,6 +2,7 @@ import plotly.express as px
 import streamlit as st
 
 import state
+from lethe_core.figures import style
 from lethe_core.analysis import cluster_table
 from lethe_core.results import regenerate_command
 
@@ -21,18 +22,19 @@ ctx = state.current_context(run)
 texts = {q.id: q.text for q in ctx.dataset.queries}
 m = qmap.assign(cluster=qmap["cluster"].astype(str), query=qmap["query_id"].map(texts))
 order = sorted(m["cluster"].unique(), key=int)
-fig = px.scatter(m, x="x", y="y", color="cluster", hover_data={"query": True, "x": False, "y": False}, height=560,
-                 category_orders={"cluster": order},
-                 title="UMAP of the query embeddings, coloured by K=30 cluster")
+fig = style(px.scatter(m, x="x", y="y", color="cluster", hover_data={"query": True, "x": False, "y": False},
+                       category_orders={"cluster": order}),
+            "UMAP of the query embeddings, coloured by K=30 cluster", "UMAP 1 (unitless)", "UMAP 2 (unitless)", height=560)
 fig.update_traces(marker=dict(size=5))
 st.plotly_chart(fig, width="stretch")
 
 col1, col2 = st.columns(2)
 with col1:
-    st.plotly_chart(px.bar(table, x="cluster", y="queries", title=f"Cluster sizes ({arm})"), width="stretch")
+    st.plotly_chart(style(px.bar(table, x="cluster", y="queries"), f"Cluster sizes ({arm})", "cluster", "queries"), width="stretch")
 with col2:
     fig = px.bar(table, x="cluster", y="delta", color="delta", color_continuous_scale="RdYlGn", color_continuous_midpoint=0,
-                 title=f"Δ NDCG@10 per cluster: {arm} − baseline")
+                 )
+    style(fig, f"Δ NDCG@10 per cluster: {arm} − baseline", "cluster", "Δ NDCG@10 (mean over the cluster's queries)")
     st.plotly_chart(fig, width="stretch")
 
 state.cluster_picker(sorted(table["cluster"].tolist()))

@@ -3,6 +3,7 @@ import streamlit as st
 
 import state
 from lethe_core.analysis import headline
+from lethe_core.figures import style
 
 run = state.current_run()
 st.title("Overview")
@@ -28,9 +29,8 @@ def forest(frame, mid, lo, hi, reference):
         hovertemplate="%{y}: Δ %{x:+.4f}<extra></extra>",
     ))
     fig.add_vline(x=0, line_dash="dash", line_color="black")
-    fig.update_layout(height=80 + 32 * len(frame), margin=dict(l=10, r=10, t=40, b=10), xaxis_title=f"Δ NDCG@10 vs {reference}",
-                      title=f"vs {reference}")
-    return fig
+    style(fig, f"vs {reference}", f"Δ NDCG@10 vs {reference}", "arm", height=80 + 32 * len(frame))
+    return fig.update_layout(margin=dict(l=10, r=10, t=40, b=10))
 
 
 left, right = st.columns(2)

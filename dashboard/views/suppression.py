@@ -2,6 +2,7 @@ import plotly.express as px
 import streamlit as st
 
 import state
+from lethe_core.figures import style
 from lethe_core.analysis import saturation, snapshot_steps, suppression_matrix
 from lethe_core.results import regenerate_command
 
@@ -27,7 +28,8 @@ else:
     hover = [[corpus[corpus.index[d]].text[:120] for d in matrix.columns] for _ in matrix.index]
     fig = px.imshow(matrix.to_numpy(), x=[d.split(":", 1)[-1] if ":" in d else d for d in matrix.columns],
                     y=[f"cluster {c}" for c in matrix.index], color_continuous_scale="Reds", zmin=0, zmax=float(matrix.to_numpy().max()), aspect="auto",
-                    labels=dict(color="suppression"), height=120 + 18 * len(matrix.index))
+                    labels=dict(color="suppression"))
+    style(fig, "Suppression per cluster and entry", "entry (turn id)", "query cluster", height=120 + 18 * len(matrix.index))
     fig.update_traces(customdata=hover, hovertemplate="%{y} · %{x}<br>s = %{z:.3f}<br>%{customdata}<extra></extra>")
     st.plotly_chart(fig, width="stretch")
     st.caption("One strong rejection moves an entry by more than the whole RRF range of a union (0.011–0.033), "
@@ -35,7 +37,7 @@ else:
 
 ctx = state.current_context(run)
 sat = saturation(run, ctx.n_entries)
-fig = px.line(sat, x="step", y="share_of_corpus", color="arm", line_dash="split", markers=True,
-              title="Saturation: share of the corpus suppressed in at least one cluster")
+fig = style(px.line(sat, x="step", y="share_of_corpus", color="arm", line_dash="split", markers=True),
+            "Saturation: share of the corpus suppressed in at least one cluster", "burn-in step", "share of the corpus (%)")
 fig.update_yaxes(tickformat=".0%")
 st.plotly_chart(fig, width="stretch")

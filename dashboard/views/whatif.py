@@ -4,6 +4,7 @@ import plotly.express as px
 import streamlit as st
 
 import state
+from lethe_core.figures import style
 from lethe_core.analysis import what_if
 
 run = state.current_run()
@@ -35,5 +36,5 @@ st.write(f"Paired Δ 95% CI [{lo:+.4f}, {hi:+.4f}]; suppressed (cluster, entry) 
 df = res["rows"]
 wide = df.pivot_table(index="query_id", columns="arm", values="ndcg@10")
 wide = wide.assign(delta=wide["what-if"] - wide["baseline"])
-st.plotly_chart(px.histogram(wide[wide["delta"] != 0], x="delta", nbins=40, title="Per-query Δ NDCG@10 (queries that changed)"),
-                width="stretch")
+st.plotly_chart(style(px.histogram(wide[wide["delta"] != 0], x="delta", nbins=40), "Per-query Δ NDCG@10 (queries that changed)",
+                      "Δ NDCG@10 (what-if − baseline)", "queries"), width="stretch")
