@@ -44,3 +44,28 @@ def longmemeval_ndcg(ranked: Sequence[str], qrels: Mapping[str, int], k: int = 1
     relevant = {d for d, g in qrels.items() if g > 0}
     ideal = dcg(np.ones(len(relevant)))
     return dcg(np.array([1.0 if d in relevant else 0.0 for d in ranked])) / ideal if ideal > 0 else 0.0
+
+
+def _relevant(qrels: Mapping[str, int]) -> set[str]:
+    return {d for d, g in qrels.items() if g > 0}
+
+
+def hit_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    """1.0 if any relevant turn (rel > 0) is in the top k, else 0.0 (LoCoMo papers' "hit@k" / "accuracy@k")."""
+    relevant = _relevant(qrels)
+    return 1.0 if relevant and relevant.intersection(ranked[:k]) else 0.0
+
+
+def recall_all_at_k(ranked: Sequence[str], qrels: Mapping[str, int], k: int) -> float:
+    """1.0 only if every relevant turn is in the top k (all the evidence retrieved), else 0.0."""
+    relevant = _relevant(qrels)
+    return 1.0 if relevant and relevant.issubset(ranked[:k]) else 0.0
+
+
+def mrr(ranked: Sequence[str], qrels: Mapping[str, int], k: int | None = None) -> float:
+    """Reciprocal 1-based rank of the first relevant turn within the top k (all of `ranked` when k is None); 0 if none."""
+    relevant = _relevant(qrels)
+    for i, d in enumerate(ranked if k is None else ranked[:k]):
+        if d in relevant:
+            return 1.0 / (i + 1)
+    return 0.0

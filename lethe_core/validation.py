@@ -77,7 +77,7 @@ def arm_names(raw: str | None, ks: Iterable[int]) -> list[str] | None:
 
 def dataset(spec: str, path: str | None) -> str:
     """The dataset name (the loader itself reports a missing or malformed file)."""
-    from .datasets import DATASETS
+    from .datasets import DATASETS, VARIANTS
 
     allowed = ", ".join(DATASETS)
     if spec.startswith("synthetic"):
@@ -86,8 +86,11 @@ def dataset(spec: str, path: str | None) -> str:
         if head != "synthetic" or (sep and not (n.isdigit() and lo <= int(n) <= hi)):
             raise ArgError(f"DATASET {spec!r}: synthetic takes a number of turns, synthetic:N with N in {lo:,}..{hi:,}")
         return spec
+    if spec in VARIANTS:
+        return spec
     if spec not in {d for d in DATASETS if not d.startswith("synthetic")}:
-        raise ArgError(f"DATASET must be one of {allowed}; got {spec!r}")
+        variants = "; ".join(f"{k} ({v})" for k, v in VARIANTS.items())
+        raise ArgError(f"DATASET must be one of {allowed}; got {spec!r}. Label variants: {variants}")
     if spec == "beir" and path is None:
         raise ArgError("DATASET beir needs --path FOLDER (corpus.jsonl, queries, qrels/)")
     return spec

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from ..paths import default_dataset_path
+from .audit import AUDITED_NAME, load_locomo_audited
 from .beir import load_beir
 from .errors import DatasetError
 from .locomo import load_locomo
@@ -14,11 +15,13 @@ from .model import Corpus, Dataset, Query, Turn
 from .synthetic import SYNTHETIC_FORM, generate_synthetic
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]")
+# Label variants of a dataset above (same corpus and questions, other qrels).
+VARIANTS = {AUDITED_NAME: "LoCoMo with the audit's corrected evidence"}
 
 
 def load_dataset(name: str, path: str | Path | None = None, conversations: int | None = None,
                  limit_queries: int | None = None) -> Dataset:
-    """Load a dataset by name: `locomo`, `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`.
+    """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`.
 
     `conversations` keeps the first N conversations (turns and queries), `limit_queries` the first N queries.
     """
@@ -36,6 +39,8 @@ def _load(name: str, path: str | Path | None) -> Dataset:
         return generate_synthetic(int(m.group(1)) if m.group(1) else 2000)
     if name == "locomo":
         return load_locomo(path or default_dataset_path("locomo"))
+    if name == AUDITED_NAME:
+        return load_locomo_audited(path or default_dataset_path("locomo"))
     if name == "longmemeval":
         p = Path(path or default_dataset_path("longmemeval"))
         if not p.exists():
@@ -51,10 +56,10 @@ def _load(name: str, path: str | Path | None) -> Dataset:
         if path is None:
             raise ValueError("dataset 'beir' needs --path FOLDER")
         return load_beir(path, name=Path(path).name or "beir")
-    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join([*DATASETS, *VARIANTS])}")
 
 
 __all__ = [
-    "Corpus", "Dataset", "DatasetError", "Query", "Turn", "DATASETS", "generate_synthetic",
-    "load_beir", "load_dataset", "load_locomo", "load_longmemeval",
+    "Corpus", "Dataset", "DatasetError", "Query", "Turn", "DATASETS", "VARIANTS", "generate_synthetic",
+    "load_beir", "load_dataset", "load_locomo", "load_locomo_audited", "load_longmemeval",
 ]

@@ -42,7 +42,11 @@ def normalise_evidence(raw: str) -> list[str]:
 
 def load_locomo(path: str | Path) -> Dataset:
     path = Path(path)
-    data = read_json(path)
+    return parse_locomo(read_json(path), path)
+
+
+def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | None = None) -> Dataset:
+    """The LoCoMo model of already-read JSON `data` (errors name `path`); `issues` are prepended to the loader's."""
     if not isinstance(data, list):
         raise DatasetError(path, f"expected a list of conversations, got {type(data).__name__}")
     if not data:
@@ -51,7 +55,7 @@ def load_locomo(path: str | Path) -> Dataset:
     turns: list[Turn] = []
     answerable: list[Query] = []
     unanswerable: list[Query] = []
-    issues: list[dict] = []
+    issues: list[dict] = list(issues or [])
     observations: list[Query] = []
     seen_samples: set[str] = set()
     for ci, sample in enumerate(data):
@@ -146,7 +150,7 @@ def load_locomo(path: str | Path) -> Dataset:
     if not answerable:
         raise DatasetError(path, "no answerable question (categories 1-4) has evidence that names a turn")
     return Dataset(
-        name="locomo",
+        name=name,
         source=path,
         corpus=Corpus(turns),
         queries=answerable,

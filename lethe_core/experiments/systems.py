@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..behaviour import top1_behaviour
 from ..datasets import Dataset, load_dataset
-from ..metrics import longmemeval_ndcg, ndcg_at_k, recall_at_k
+from ..metrics import hit_at_k, longmemeval_ndcg, mrr, ndcg_at_k, recall_all_at_k, recall_at_k
 from ..paths import results_dir
 from ..pools import PackedPools, PoolBuilder
 from ..retrieval.pipeline import PipelineConfig
@@ -34,6 +34,13 @@ from .. import stats
 
 SYSTEMS = ("vector", "bm25", "rrf", "vector_rerank", "full", "control")
 RERANKED = {"vector_rerank", "full", "control"}
+# The metrics LoCoMo / memory papers publish, beside NDCG@10 and Recall@10 (per query, averaged in `summarise`).
+PEER_METRICS = ("hit@1", "hit@5", "hit@10", "recall_all@10", "mrr@10")
+
+
+def peer_metrics(ranked, qrels) -> dict[str, float]:
+    return {"hit@1": hit_at_k(ranked, qrels, 1), "hit@5": hit_at_k(ranked, qrels, 5), "hit@10": hit_at_k(ranked, qrels, 10),
+            "recall_all@10": recall_all_at_k(ranked, qrels, 10), "mrr@10": mrr(ranked, qrels, 10)}
 
 
 def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = DEFAULT_MODE) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -62,7 +69,7 @@ def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = DEFAULT_MO
 
 
 def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode: str = DEFAULT_MODE) -> pd.DataFrame:
-    """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30 and top-1 behaviour.
+    """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30, `PEER_METRICS` and top-1 behaviour.
 
     Behaviour and abstention read the calibrated logit of the top-1.
     """
@@ -80,6 +87,7 @@ def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode
                 "ndcg@10": ndcg_at_k(ranked, q.qrels, 10), "recall@10": recall_at_k(ranked, q.qrels, 10),
                 "pool_recall@30": recall_at_k(ids[doc_idx[pool]].tolist(), q.qrels, len(pool)),
                 "lme_ndcg@10": np.nan if "abstention" in q.flags else longmemeval_ndcg(ranked, q.qrels, 10),
+                **peer_metrics(ranked, q.qrels),
             }
             if name in RERANKED and len(order):
                 row["top1_logit"] = float(conf[order[0]])
@@ -102,6 +110,7 @@ def summarise(per_query: pd.DataFrame, seed: int = 0) -> list[dict]:
             "union_recall" if name == "control" else "pool_recall@30": float(sub["pool_recall@30"].mean()),
             "lme_ndcg@10": float(lme.mean()) if len(lme) else None,
             "ndcg@10_ci": stats.bootstrap_ci(sub["ndcg@10"], seed=seed).as_dict()["ci"],
+            **{m: float(sub[m].mean()) for m in PEER_METRICS if m in sub},
         }
         if name != "rrf":
             entry["delta_vs_rrf"] = stats.paired_delta_ci(wide[name], wide["rrf"], seed=seed).as_dict()

@@ -1,4 +1,10 @@
-"""The first stage as one object: BM25 top-k and dense top-k fused by RRF into a candidate union."""
+"""The first stage as one object: BM25 top-k and dense top-k fused by RRF into a candidate union.
+
+`scope="conversation"` restricts each query's two searches to the turns of its own conversation
+(LoCoMo's own retrieval code, and most published LoCoMo figures, search one conversation at a time):
+BM25 runs on a per-conversation sub-index (its IDF and average length are the conversation's),
+dense search on the conversation's vectors. Ranks and RRF are computed as in the global scope.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,13 @@ import numpy as np
 
 from ..datasets.model import Corpus, Query
 from ..paths import cache_dir
-from ..text import tokenize
+from ..text import DEFAULT_TOKENIZER, get_tokenizer
 from .bm25 import BM25Index, BM25Params
 from .dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, LazyEncoder
 from .fusion import RRF_K, rrf
+
+
+SCOPES = ("global", "conversation")
 
 
 @dataclass(frozen=True)
@@ -28,11 +37,20 @@ class PipelineConfig:
     encoder: str = DEFAULT_ENCODER
     encoder_backend: str = "torch"  # torch | onnx | onnx-int8 (lethe_core.inference)
     bm25: BM25Params = field(default_factory=BM25Params)
+    tokenizer: str = DEFAULT_TOKENIZER  # BM25 tokenizer of corpus and queries (lethe_core.text.TOKENIZERS)
+    scope: str = "global"  # global: search every turn | conversation: only the query's own conversation
+
+    def __post_init__(self):
+        get_tokenizer(self.tokenizer)
+        if self.scope not in SCOPES:
+            raise ValueError(f"unknown scope {self.scope!r}; choose one of {', '.join(SCOPES)}")
 
     def key(self) -> str:
         fields = asdict(self)
-        if fields["encoder_backend"] == "torch":  # pools cached before the field existed keep their key
-            del fields["encoder_backend"]
+        # Fields at their default are left out, so pools cached before the field existed keep their key.
+        for name, default in (("encoder_backend", "torch"), ("tokenizer", DEFAULT_TOKENIZER), ("scope", "global")):
+            if fields[name] == default:
+                del fields[name]
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -62,20 +80,69 @@ class HybridRetriever:
         self.progress = progress
         self.encoder = encoder or LazyEncoder(config.encoder, config.encoder_backend)
         self.embeddings = EmbeddingCache(cache_root or cache_dir(), self.encoder.name)
-        self.bm25 = BM25Index([tokenize(t) for t in corpus.texts], config.bm25)
+        self.tokenize = get_tokenizer(config.tokenizer)
+        self.doc_tokens = [self.tokenize(t) for t in corpus.texts]
+        self.bm25 = BM25Index(self.doc_tokens, config.bm25) if config.scope == "global" else None
         self.doc_vectors = self.embeddings.embed(self.encoder, corpus.texts, progress=progress)
-        self.dense = DenseIndex(self.doc_vectors)
+        self.dense = DenseIndex(self.doc_vectors) if config.scope == "global" else None
+        self._members: dict[str, np.ndarray] = {}
+        self._sub: dict[str, tuple[BM25Index, DenseIndex]] = {}
 
     def embed_queries(self, queries: Sequence[Query]) -> np.ndarray:
         return self.embeddings.embed(self.encoder, [q.text for q in queries], progress=self.progress)
 
+    def members(self, conversation_id: str) -> np.ndarray:
+        """Corpus positions of one conversation's turns, in corpus order."""
+        if not self._members:
+            groups: dict[str, list[int]] = {}
+            for i, t in enumerate(self.corpus.turns):
+                groups.setdefault(t.conversation_id, []).append(i)
+            self._members = {c: np.asarray(v, dtype=np.int64) for c, v in groups.items()}
+        if conversation_id not in self._members:
+            raise ValueError(f"scope 'conversation': no turn belongs to conversation {conversation_id!r}")
+        return self._members[conversation_id]
+
+    def _scope_of(self, query: Query) -> str:
+        if query.conversation_id is None:
+            raise ValueError(f"scope 'conversation' needs each query's conversation; query {query.id!r} has none "
+                             "(use scope 'global' for this dataset)")
+        return query.conversation_id
+
+    def _sub_index(self, conversation_id: str) -> tuple[BM25Index, DenseIndex]:
+        if conversation_id not in self._sub:
+            m = self.members(conversation_id)
+            self._sub[conversation_id] = (BM25Index([self.doc_tokens[i] for i in m], self.config.bm25),
+                                          DenseIndex(self.doc_vectors[m]))
+        return self._sub[conversation_id]
+
     def bm25_search(self, query: Query, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        return self.bm25.search(tokenize(query.text), k or self.config.k_leg)
+        k = k or self.config.k_leg
+        tokens = self.tokenize(query.text)
+        if self.config.scope == "global":
+            return self.bm25.search(tokens, k)
+        conv = self._scope_of(query)
+        idx, scores = self._sub_index(conv)[0].search(tokens, k)
+        return self.members(conv)[idx], scores
+
+    def dense_search(self, queries: Sequence[Query], qvecs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k corpus positions (-1 = none) and scores per query, within each query's scope."""
+        if self.config.scope == "global":
+            return self.dense.search(qvecs, k)
+        idx = np.full((len(queries), k), -1, np.int64)
+        scores = np.full((len(queries), k), np.nan, np.float32)
+        by_conv: dict[str, list[int]] = {}
+        for qi, q in enumerate(queries):
+            by_conv.setdefault(self._scope_of(q), []).append(qi)
+        for conv, qis in by_conv.items():
+            sub_idx, sub_scores = self._sub_index(conv)[1].search(qvecs[qis], k)
+            mapped = np.where(sub_idx >= 0, self.members(conv)[np.maximum(sub_idx, 0)], -1)
+            idx[qis, : mapped.shape[1]], scores[qis, : mapped.shape[1]] = mapped, sub_scores
+        return idx, scores
 
     def candidates(self, queries: Sequence[Query]) -> list[Candidates]:
         k = self.config.k_leg
         qvecs = self.embed_queries(queries)
-        dense_idx, dense_scores = self.dense.search(qvecs, k)
+        dense_idx, dense_scores = self.dense_search(queries, qvecs, k)
         ids = self.corpus.ids
         out = []
         for qi, query in enumerate(queries):

@@ -37,3 +37,36 @@ def test_longmemeval_official_formula():
     # Differs from the standard NDCG: rank 2 is not discounted.
     assert longmemeval_ndcg(["x", "a"], {"a": 1}, 10) == pytest.approx(1.0)
     assert ndcg_at_k(["x", "a"], {"a": 1}, 10) == pytest.approx(1 / math.log2(3))
+
+
+def test_hit_at_k_hand_computed():
+    from lethe_core.metrics import hit_at_k
+
+    qrels = {"a": 1, "b": 1}
+    assert hit_at_k(["x", "b", "y"], qrels, 1) == 0.0
+    assert hit_at_k(["x", "b", "y"], qrels, 2) == 1.0
+    assert hit_at_k(["x", "y"], qrels, 10) == 0.0
+    assert hit_at_k(["a"], {}, 10) == 0.0
+    assert hit_at_k(["a"], {"a": 0}, 10) == 0.0  # grade 0 is not relevant
+
+
+def test_recall_all_at_k_needs_every_relevant_turn():
+    from lethe_core.metrics import recall_all_at_k
+
+    qrels = {"a": 1, "b": 2}
+    assert recall_all_at_k(["a", "x", "b"], qrels, 2) == 0.0
+    assert recall_all_at_k(["a", "x", "b"], qrels, 3) == 1.0
+    assert recall_all_at_k(["b", "a"], {"a": 1}, 10) == 1.0
+    assert recall_all_at_k(["a"], {}, 10) == 0.0
+
+
+def test_mrr_first_relevant_rank():
+    from lethe_core.metrics import mrr
+
+    qrels = {"a": 1, "b": 1}
+    assert mrr(["x", "y", "b", "a"], qrels) == pytest.approx(1 / 3)
+    assert mrr(["a", "b"], qrels) == 1.0
+    assert mrr(["x", "y", "b"], qrels, k=2) == 0.0
+    assert mrr(["x", "y"], qrels) == 0.0
+    assert mrr(["x"] * 10 + ["a"], qrels, k=10) == 0.0
+    assert mrr(["x"] * 10 + ["a"], qrels) == pytest.approx(1 / 11)
