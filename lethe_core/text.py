@@ -52,6 +52,11 @@ def porter_tokenize(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text)]
 
 
+def clear_caches() -> None:
+    """Forget memoised stems (so a timing run pays for stemming again)."""
+    _porter.cache_clear()
+
+
 TOKENIZERS: dict[str, Callable[[str], list[str]]] = {
     "split": split_tokenize,
     "regex": tokenize,
