@@ -158,7 +158,7 @@ def reference_buckets(path: str | Path = REFERENCE_FILE, seed: int = PAPER_SEED,
 # --- our runs ----------------------------------------------------------------------------------------------------
 
 _COMPARED = ("dataset", "path", "protocol", "ks", "bootstrap", "alpha", "eta", "decay", "eager_decay", "second_stage",
-             "calibration", "limit_queries", "conversations", "snapshot_every", "pipeline")
+             "calibration", "limit_queries", "conversations", "snapshot_every")  # the pipeline: through the pool key
 # Options RIFExperiment gained after runs were published (cap, reinforce, ...): a folder that does not record one
 # was made before it existed, i.e. with its default, so it matches only an experiment left at that default.
 _OPTIONAL = ("cap", "reinforce")
@@ -177,7 +177,6 @@ def expected_config(exp: RIFExperiment) -> dict:
 
     ds = load_dataset(exp.dataset, exp.path, exp.conversations, exp.limit_queries)
     mine = {k: v for k, v in asdict(exp).items() if k in _COMPARED or k in _OPTIONAL}
-    mine["pipeline"] = asdict(exp.pipeline)
     mine["burn_in"] = exp.burn_in if exp.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)
     mine["seeds"] = [PAPER_SEED + s for s in range(exp.seeds)]
     mine["pool_key"] = pool_key(ds, exp.pipeline, resolve_reranker(exp.reranker, backend=exp.backend))
@@ -269,15 +268,20 @@ def corpus_size(run: Run) -> int:
 
 
 def saturation_table(run: Run, n_entries: int | None = None) -> pd.DataFrame:
-    """Per RIF arm (and split): share of the corpus with non-zero suppression in at least one cluster at the
-    last snapshot (the end of burn-in when it is a multiple of the snapshot step), and (cluster, entry) pairs."""
+    """Per RIF arm (and split): share of the corpus with non-zero suppression in at least one cluster at the end of
+    burn-in (`docs` / corpus size, as the experiment recorded it), its (cluster, entry) pairs, and the same share at
+    the last snapshot (`analysis.saturation`; equal to it when the burn-in is a multiple of the snapshot step)."""
     from ..analysis import saturation
 
     n_entries = n_entries or corpus_size(run)
+    rows = [{"arm": a["name"], "split": split, "docs": int(v["docs"]), "entries": int(v["entries"]), "share_of_corpus": v["docs"] / n_entries}
+            for a in run.summary["arms"] for split, v in (a["suppressed_entries"] or {}).items()]
+    out = pd.DataFrame(rows, columns=["arm", "split", "docs", "entries", "share_of_corpus"])
     sat = saturation(run, n_entries)
     if sat.empty:
-        return pd.DataFrame(columns=["arm", "split", "step", "docs", "entries", "share_of_corpus"])
-    last = sat.loc[sat.groupby(["arm", "split"])["step"].idxmax()].copy()
-    last["share_of_corpus"] = last["share_of_corpus"].astype(float)
-    last["rank"] = last["arm"].map({a: i for i, a in enumerate(run.arms)})
-    return last.sort_values(["rank", "split"]).drop(columns="rank").reset_index(drop=True)
+        return out.assign(snapshot_step=pd.NA, snapshot_share=float("nan"))
+    last = sat.loc[sat.groupby(["arm", "split"])["step"].idxmax(), ["arm", "split", "step", "share_of_corpus"]]
+    last = last.rename(columns={"step": "snapshot_step", "share_of_corpus": "snapshot_share"})
+    out = out.merge(last, on=["arm", "split"], how="left")
+    out["snapshot_share"] = out["snapshot_share"].astype(float)
+    return out
