@@ -22,12 +22,15 @@ from ..results import SCHEMA_VERSION
 from ..retrieval.pipeline import PipelineConfig, query_vectors
 from ..retrieval.rerank import resolve_reranker
 from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
-from ..rif.replay import Arm, standard_arms
-from ..rif.state import RIFParams
+from ..rif.replay import Arm, entry_arms, standard_arms
+from ..rif.state import CAP, WINNER_RELIEF, RIFParams
 from ..second_stage import DEFAULT_MODE, MODES
 from .systems import _atomic_write, _slug
 
 PAPER_SEED = 42
+# Options added after runs were published: left out of the run-id hash while at their defaults, so every
+# earlier run keeps its id (and regenerating it replaces its folder instead of writing a second one).
+_HASH_OPTIONAL = {"cap": CAP, "reinforce": WINNER_RELIEF}
 
 
 @dataclass
@@ -44,6 +47,8 @@ class RIFExperiment:
     alpha: float = 0.3
     eta: float = 0.1
     decay: float = 0.005
+    cap: float = CAP  # most suppression an entry can carry (the reference sweep's "max")
+    reinforce: float = WINNER_RELIEF  # winner relief per update
     eager_decay: bool = False
     second_stage: str = DEFAULT_MODE
     calibration: bool = True
@@ -62,11 +67,16 @@ class RIFExperiment:
             raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
         self.arm_list()  # unknown arm names fail here, before any pool is built
 
+    def params(self) -> RIFParams:
+        return RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.pipeline.pool_size, eager=self.eager_decay,
+                         cap=self.cap, reinforce=self.reinforce)
+
     def arm_list(self) -> list[Arm]:
-        params = RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.pipeline.pool_size, eager=self.eager_decay)
+        """The standard arms (all of them when `arms` is None); entry-clustered arms `entry{K}-{rule}` only by name."""
+        params = self.params()
         arms = standard_arms(self.ks, params)
         if self.arms:
-            known = {a.name: a for a in arms}
+            known = {a.name: a for a in arms + entry_arms(self.ks, params)}
             unknown = [a for a in self.arms if a not in known]
             if unknown:
                 raise ValueError(f"unknown arms {unknown}; known: {', '.join(known)}")
@@ -74,14 +84,29 @@ class RIFExperiment:
             arms = [known[a] for a in wanted]
         return arms
 
-    def run(self, results_root: Path | None = None) -> dict:
+    def resolved_burn_in(self, ds: Dataset) -> int:
+        return self.burn_in if self.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)  # 0: no burn-in
+
+    def context(self, entries: bool | None = None) -> tuple[ReplayContext, dict]:
+        """The replay inputs (dataset, packed pools, query vectors; the corpus embeddings when `entries`, by default when
+        an entry-clustered arm is asked for) and what identifies them: {dataset, reranker, pool_key, burn_in, builder, pools}."""
         ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
         builder = PoolBuilder(ds, resolve_reranker(self.reranker, backend=self.backend), self.pipeline, progress=self.progress)
         pools = builder.build()
         qids = [q.id for q in ds.queries]
         qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
-        ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage)
-        burn_in = self.burn_in if self.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)  # 0: no burn-in
+        if entries is None:
+            entries = any(a.cues == "entry" for a in self.arm_list())
+        evecs = entry_vectors(ds, self.pipeline, builder.root, self.progress) if entries else None
+        ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage, evecs)
+        return ctx, {"dataset": ds.name, "reranker": pools.reranker, "pool_key": builder.key, "burn_in": self.resolved_burn_in(ds),
+                     "builder": builder, "pools": pools, "qvecs": qvecs}
+
+    def run(self, results_root: Path | None = None) -> dict:
+        ctx, info = self.context()
+        ds, builder, pools, qvecs = ctx.dataset, info["builder"], info["pools"], info["qvecs"]
+        qids = [q.id for q in ds.queries]
+        burn_in = info["burn_in"]
         arms = self.arm_list()
         seeds = [PAPER_SEED + s for s in range(self.seeds)]
 
@@ -104,8 +129,9 @@ class RIFExperiment:
                   "reranker_resolved": pools.reranker, "pool_key": builder.key, "dataset_fingerprint": ds.fingerprint,
                   "calibrated": bool((ctx.pools.calibrated != ctx.pools.logit).any()),
                   "second_stage_resolved": "ce" if np.isnan(ctx.pools.fuse_w).all() else self.second_stage}
+        hashed = {k: v for k, v in config.items() if not (k in _HASH_OPTIONAL and v == _HASH_OPTIONAL[k])}
         run_id = f"rif-{ds.name}-{self.protocol}-{_slug(pools.reranker)}-" + hashlib.sha256(
-            json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:10]
         config["schema_version"] = SCHEMA_VERSION  # after the hash: a schema bump alone keeps the run id, so regenerating replaces the stale folder
         out = Path(results_root or results_dir()) / run_id
         out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +150,15 @@ class RIFExperiment:
             _atomic_write(out / "query_map.parquet", lambda p: qmap.to_parquet(p, index=False))
         _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
         return summary
+
+
+def entry_vectors(ds: Dataset, pipeline: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
+    """The corpus turns' bi-encoder embeddings through the on-disk cache (the pool build already stored them)."""
+    from ..paths import cache_dir
+    from ..retrieval.dense import EmbeddingCache, LazyEncoder
+
+    encoder = LazyEncoder(pipeline.encoder, pipeline.encoder_backend)
+    return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, ds.require_corpus().texts, progress=progress)
 
 
 def query_map(qvecs: np.ndarray, qids: list[str], k: int = 30, seed: int = PAPER_SEED) -> pd.DataFrame:

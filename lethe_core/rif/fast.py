@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - numba ships with umap-learn
 
 
 def _burn_in(offsets, doc_idx, rrf, conf, schedule, clusters_of, values, last, alpha, eta, decay, pool_size,
-             winners, gap, eager, first_step):
+             winners, gap, eager, first_step, cap, reinforce):
     for t in range(schedule.shape[0]):
         step = first_step + t
         i = schedule[t]
@@ -61,9 +61,9 @@ def _burn_in(offsets, doc_idx, rrf, conf, schedule, clusters_of, values, last, a
                 strength = (1.0 - r / pool_size) * doubt
             s = values[c, d] * math.exp(-decay * (step - last[c, d]))
             if r_final[r] < winners:
-                s = max(0.0, s - 0.05)
+                s = max(0.0, s - reinforce)
             else:
-                s = min(s + eta * strength, 1.0)
+                s = min(s + eta * strength, cap)
             values[c, d] = s
             last[c, d] = step
 
@@ -79,5 +79,5 @@ def burn_in(pools, arm, state, clusters_of: np.ndarray, schedule: np.ndarray, fi
     burn_in_kernel(pools.offsets, pools.doc_idx.astype(np.int64), pools.rrf, pools.calibrated.astype(np.float64),
                    np.asarray(schedule, dtype=np.int64), np.asarray(clusters_of, dtype=np.int64),
                    state.values, state.last, p.alpha, p.eta, p.decay, p.pool_size, p.winners, arm.rule == "gap", p.eager,
-                   first_step)
+                   first_step, float(p.cap), float(p.reinforce))
     return True

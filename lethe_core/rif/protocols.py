@@ -35,6 +35,7 @@ class ReplayContext:
     pools: PackedPools
     query_vectors: np.ndarray  # aligned with pools.query_ids
     mode: str = DEFAULT_MODE
+    entry_vectors: np.ndarray | None = None  # corpus turn embeddings, for arms with entry-based clusters (cues="entry")
     judgements: Judgements = field(init=False)
 
     def __post_init__(self):
@@ -100,10 +101,19 @@ def _snapshot(ctx, arm, state, step, seed, tag, result):
                              "doc_idx": n.astype(np.int32), "value": v.astype(np.float32)})
 
 
-def _clusters(cache: dict, vectors: np.ndarray, k: int, seed: int) -> QueryClusters:
-    if k not in cache:
-        cache[k] = QueryClusters.fit(vectors, k, seed=seed)
-    return cache[k]
+def _clusters(cache: dict, vectors: np.ndarray, k: int, seed: int, ctx: ReplayContext | None = None, cues: str = "query") -> QueryClusters:
+    """Query cues: k-means on `vectors` (the training queries). Entry cues: k-means on the corpus turn embeddings
+    (known before any query arrives); either way a query's cue is its nearest centroid."""
+    if cues == "entry" and k > 1:
+        if ctx is None or ctx.entry_vectors is None:
+            raise ValueError("entry-based clusters need the corpus embeddings (ReplayContext.entry_vectors)")
+        vectors = ctx.entry_vectors
+    elif cues not in ("query", "entry"):
+        raise ValueError(f"cues must be 'query' or 'entry', got {cues!r}")
+    key = (cues if k > 1 else "query", k)
+    if key not in cache:
+        cache[key] = QueryClusters.fit(vectors, k, seed=seed)
+    return cache[key]
 
 
 def run_frozen(ctx: ReplayContext, arms: list[Arm], seed: int, burn_in: int, train_idx: np.ndarray, eval_idx: np.ndarray,
@@ -116,7 +126,7 @@ def run_frozen(ctx: ReplayContext, arms: list[Arm], seed: int, burn_in: int, tra
     fitted: dict[int, QueryClusters] = {}
     for arm in arms:
         if arm.kind == "rif":
-            cl = _clusters(fitted, ctx.query_vectors[train_idx], arm.k, seed)
+            cl = _clusters(fitted, ctx.query_vectors[train_idx], arm.k, seed, ctx, arm.cues)
             clusters_of = cl.assign(ctx.query_vectors)
             state = SuppressionState(cl.k, ctx.n_entries, arm.params)
             step = _burn_in(ctx, arm, state, clusters_of, schedule, result, seed, snapshot_every, split)
@@ -170,8 +180,10 @@ def run_prequential(ctx: ReplayContext, arms: list[Arm], seed: int = 42, bootstr
         state = SuppressionState(1, ctx.n_entries, arm.params) if arm.kind == "rif" else None
         clusters_of = np.zeros(len(ctx.pools.query_ids), dtype=np.int64)
         for t, i in enumerate(order):  # step t (0-based): the (t + 1)-th query to arrive
-            if arm.kind == "rif" and arm.k > 1 and t == min(bootstrap, n):
-                cl = _clusters(fitted, ctx.query_vectors[order[:t]], arm.k, seed)
+            # query cues wait for `bootstrap` queries; entry cues are fit on the corpus before the first query
+            fit_at = 0 if arm.cues == "entry" else min(bootstrap, n)
+            if arm.kind == "rif" and arm.k > 1 and t == fit_at:
+                cl = _clusters(fitted, ctx.query_vectors[order[:t]], arm.k, seed, ctx, arm.cues)
                 clusters_of = cl.assign(ctx.query_vectors)
                 grown = SuppressionState(cl.k, ctx.n_entries, arm.params)
                 grown.values[:], grown.last[:] = state.values[0], state.last[0]

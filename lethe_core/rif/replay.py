@@ -29,6 +29,12 @@ class Arm:
     k: int = 1
     rule: str = "uniform"
     params: RIFParams = field(default_factory=RIFParams)
+    cues: str = "query"  # clusters from k-means on query embeddings ("query") or on the corpus turns ("entry")
+
+
+def entry_arms(ks=(10, 30, 50, 100), params: RIFParams = RIFParams()) -> list[Arm]:
+    """Clustered arms whose clusters are fit on the corpus turn embeddings: `entry{K}-{rule}`."""
+    return [Arm(f"entry{k}-{rule}", "rif", k, rule, params, cues="entry") for k in ks for rule in ("uniform", "gap")]
 
 
 def standard_arms(ks=(10, 30, 50, 100), params: RIFParams = RIFParams()) -> list[Arm]:

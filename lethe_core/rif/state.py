@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-WINNER_RELIEF = 0.05
-CAP = 1.0
+WINNER_RELIEF = 0.05  # default `reinforce`: what a winner loses per update
+CAP = 1.0  # default `cap`: the most suppression an entry can carry
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class RIFParams:
     pool_size: int = 30  # P
     winners: int = 10
     eager: bool = False
+    cap: float = CAP  # the reference sweep's "max" (v3: 2, v5: 3, v6: 5)
+    reinforce: float = WINNER_RELIEF  # winner relief per update (the reference's v3: 0.1)
 
 
 class SuppressionState:
@@ -45,10 +47,10 @@ class SuppressionState:
         return s
 
     def update(self, cluster: int, step: int, pool: np.ndarray, strengths: np.ndarray, is_winner: np.ndarray) -> None:
-        """Touch every pool member: decay, then losers gain eta * strength (capped), winners lose 0.05 (floored)."""
+        """Touch every pool member: decay, then losers gain eta * strength (capped at `cap`), winners lose `reinforce` (floored at 0)."""
         p = self.params
         s = self.values[cluster, pool] * np.exp(-p.decay * (step - self.last[cluster, pool]))
-        s = np.where(is_winner, np.maximum(0.0, s - WINNER_RELIEF), np.minimum(s + p.eta * strengths, CAP))
+        s = np.where(is_winner, np.maximum(0.0, s - p.reinforce), np.minimum(s + p.eta * strengths, p.cap))
         self.values[cluster, pool] = s
         self.last[cluster, pool] = step
 

@@ -192,3 +192,43 @@ def test_fast_replay_metrics_match_the_reference_metrics():
             assert ndcg == pytest.approx(ndcg_at_k(ranked, qrels, 10))
             assert recall == pytest.approx(recall_at_k(ranked, qrels, 10))
             assert pool_recall == pytest.approx(recall_at_k([ids[d] for d in docs[ret.pool]], qrels, len(ret.pool)))
+
+
+def test_cap_and_reinforce_defaults_are_the_papers_and_can_be_changed():
+    assert RIFParams().cap == 1.0 and RIFParams().reinforce == 0.05
+    st = SuppressionState(1, 3, RIFParams(eta=1.0, decay=0.0, cap=2.5, reinforce=0.1))
+    for step in range(5):
+        st.update(0, step, np.array([0, 1]), np.array([1.0, 1.0]), np.array([False, False]))
+    assert st.values[0, 0] == pytest.approx(2.5)  # capped at `cap`, not at 1
+    st.update(0, 5, np.array([0]), np.array([1.0]), np.array([True]))
+    assert st.values[0, 0] == pytest.approx(2.4)  # winners relieved by `reinforce`
+
+
+def test_entry_clusters_are_fit_on_the_corpus_and_need_its_vectors():
+    ctx = tiny_context(seed=1)
+    arm = Arm("entry2-gap", "rif", 2, "gap", RIFParams(), cues="entry")
+    with pytest.raises(ValueError, match="entry_vectors"):
+        run_paper(ctx, [Arm("baseline", "baseline"), arm], seed=1, burn_in=50, snapshot_every=0)
+    rng = np.random.default_rng(4)
+    ev = rng.normal(size=(40, 8)).astype(np.float32)
+    ctx.entry_vectors = ev / np.linalg.norm(ev, axis=1, keepdims=True)
+    query_arm = Arm("clustered2-gap", "rif", 2, "gap", RIFParams())
+    res = run_paper(ctx, [Arm("baseline", "baseline"), arm, query_arm], seed=1, burn_in=200, snapshot_every=0)
+    df = pd.DataFrame(res.rows)
+    expected = QueryClusters.fit(ctx.entry_vectors, 2, seed=1).assign(ctx.query_vectors)
+    got = df[df["arm"] == "entry2-gap"].set_index("query_id")["cluster"].reindex(ctx.pools.query_ids).to_numpy()
+    np.testing.assert_array_equal(got, expected)
+    assert res.suppressed["entry2-gap"]["all"]["entries"] > 0
+    pre = pd.DataFrame(run_prequential(ctx, [Arm("baseline", "baseline"), arm], seed=1, bootstrap=3, snapshot_every=0).rows)
+    assert set(pre[pre["arm"] == "entry2-gap"]["cluster"]) <= {0, 1}  # entry cues are fit before the first query
+
+
+def test_experiment_run_ids_ignore_new_options_at_their_defaults():
+    """Runs published before `cap` / `reinforce` existed keep their ids (and still load)."""
+    from lethe_core.experiments.rif import _HASH_OPTIONAL, RIFExperiment
+
+    assert _HASH_OPTIONAL == {"cap": RIFExperiment().cap, "reinforce": RIFExperiment().reinforce}
+    e = RIFExperiment(arms=["entry30-gap", "global-uniform"])
+    assert [a.name for a in e.arm_list()] == ["baseline", "entry30-gap", "global-uniform"]
+    assert e.arm_list()[1].cues == "entry"
+    assert all(a.cues == "query" for a in RIFExperiment().arm_list())  # the default table is unchanged
