@@ -65,7 +65,7 @@ MUST = ["every system evaluated", "same queries for every system", "same qrels: 
 broken = checks[checks["check"].isin(MUST) & ~checks["passed"]]
 assert broken.empty, f"integrity checks failed:\n{broken.to_string()}"
 ten = checks[checks["check"] == "exactly 10 results each"].set_index("run")["passed"]
-print("exactly 10 results from every system:", dict(ten))
+print("exactly 10 results from every system:", {k: bool(v) for k, v in ten.items()})
 
 # %% [markdown]
 # ## Every system, the metrics peers publish (global pool, original labels)
