@@ -285,3 +285,18 @@ def saturation_table(run: Run, n_entries: int | None = None) -> pd.DataFrame:
     out = out.merge(last, on=["arm", "split"], how="left")
     out["snapshot_share"] = out["snapshot_share"].astype(float)
     return out
+
+
+def json_safe(value):
+    """`value` with every NaN / inf float replaced by None (recursively), so a Finding's numbers are strict JSON."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (list, dict)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
