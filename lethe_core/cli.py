@@ -267,7 +267,8 @@ def _print_rif(summary: dict, dataset: str, path: Optional[str]) -> None:
 
 
 def _check_rif(protocol: str, seeds: int, alpha: Optional[float] = None, eta: Optional[float] = None,
-               burn_in: Optional[int] = None) -> None:
+               burn_in: Optional[int] = None, decay: Optional[float] = None, cap: Optional[float] = None,
+               reinforce: Optional[float] = None) -> None:
     from .rif.protocols import PROTOCOLS
 
     check.choice("--protocol", protocol, PROTOCOLS)
@@ -275,6 +276,9 @@ def _check_rif(protocol: str, seeds: int, alpha: Optional[float] = None, eta: Op
     check.at_least("--burn-in", burn_in, 0)
     check.at_least("--alpha", alpha, 0)
     check.at_least("--eta", eta, 0)
+    check.at_least("--decay", decay, 0)
+    check.at_least("--cap", cap, 0)
+    check.at_least("--reinforce", reinforce, 0)
 
 
 @rif_app.command("run")
@@ -285,6 +289,9 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
             seeds: int = typer.Option(5, "--seeds", help="number of seeds, starting at the paper's 42"),
             burn_in: Optional[int] = typer.Option(None, "--burn-in", help="burn-in steps (default 5,000; 3,000 for nfcorpus)"),
             alpha: float = typer.Option(0.3, "--alpha"), eta: float = typer.Option(0.1, "--eta"),
+            decay: float = typer.Option(0.005, "--decay", help="lambda: suppression decay per step"),
+            cap: float = typer.Option(1.0, "--cap", help="maximum suppression of an entry"),
+            reinforce: float = typer.Option(0.05, "--reinforce", help="relief of a winner per retrieval"),
             eager_decay: bool = typer.Option(False, "--eager-decay", help="decay at read time instead of lazily on update"),
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
@@ -293,12 +300,12 @@ def rif_run(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
     from .experiments.rif import RIFExperiment
     from .retrieval.pipeline import PipelineConfig
 
-    _check_rif(protocol, seeds, alpha, eta, burn_in)
+    _check_rif(protocol, seeds, alpha, eta, burn_in, decay, cap, reinforce)
     arm_names = check.arm_names(arms, RIFExperiment.ks)
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, None, second_stage, backend)
     exp = RIFExperiment(dataset=dataset, path=path, reranker=reranker, protocol=protocol,
                         arms=arm_names, seeds=seeds, burn_in=burn_in, alpha=alpha, eta=eta,
-                        eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries,
+                        decay=decay, cap=cap, reinforce=reinforce, eager_decay=eager_decay, second_stage=second_stage, calibration=calibration, limit_queries=limit_queries,
                         conversations=conversations, pipeline=PipelineConfig(encoder=encoder), backend=backend)
     summary = exp.run()
     if as_json:

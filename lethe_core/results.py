@@ -78,7 +78,7 @@ def regenerate_command(config: dict) -> str:
             parts += [flag, str(c[key])]
     if c.get("arms"):
         parts += ["--arms", ",".join(a for a in c["arms"] if a != "baseline") or "baseline"]
-    for key, default in (("alpha", 0.3), ("eta", 0.1)):
+    for key, default in (("alpha", 0.3), ("eta", 0.1), ("decay", 0.005), ("cap", 1.0), ("reinforce", 0.05)):
         if c.get(key) is not None and float(c[key]) != default:
             parts += [f"--{key}", str(c[key])]
     if c.get("eager_decay"):

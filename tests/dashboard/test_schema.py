@@ -120,6 +120,8 @@ def test_regenerate_command_spells_out_the_runs_options():
     odd = {**config, "path": "/data/my locomo.json", "alpha": 0.5, "calibration": False, "arms": ["baseline", "clustered30-gap"]}
     assert regenerate_command(odd).endswith("--path '/data/my locomo.json' --conversations 2 --burn-in 1000 --second-stage ce "
                                             "--arms clustered30-gap --alpha 0.5 --no-calibration")
+    swept = {**config, "decay": 0.0, "cap": 2.0, "reinforce": 0.1}  # the reference's sweep v3/v4 constants
+    assert regenerate_command(swept).endswith("--second-stage ce --decay 0.0 --cap 2.0 --reinforce 0.1")
 
 
 def test_regenerate_command_reproduces_the_config(results_home, monkeypatch):
