@@ -29,7 +29,7 @@ app.add_typer(cache_app, name="cache")
 notebooks_app = typer.Typer(no_args_is_help=True, help="Execute the checkpoint notebooks and regenerate notebooks/README.md.")
 app.add_typer(notebooks_app, name="notebooks")
 
-DATASET_HELP = "locomo | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
+DATASET_HELP = "locomo | locomo-audited | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
 RerankerOpt = typer.Option("auto", "--reranker", help=check.RERANKER_FORMS)
 CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")
@@ -40,6 +40,8 @@ KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30, o
 EncoderOpt = typer.Option("minilm", "--encoder", help="minilm (bundled all-MiniLM-L6-v2) | a sentence-transformers folder | test:hash")
 BackendOpt = typer.Option("auto", "--backend", help=f"cross-encoder inference backend: {' | '.join(check.BACKENDS)}")
 JsonOpt = typer.Option(False, "--json", help="one JSON object on stdout")
+TokenizerOpt = typer.Option("regex", "--tokenizer", help="BM25 tokenizer: regex (the reference's) | split | regex-stop | regex-porter")
+ScopeOpt = typer.Option("global", "--scope", help="global (one pool of every turn, the paper's) | conversation (each question searches its own conversation)")
 
 
 def _fail(exc: Exception) -> None:
@@ -67,7 +69,8 @@ def _guard(fn):
 
 def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] = None, conversations: Optional[int] = None,
                reranker: Optional[str] = None, encoder: Optional[str] = None, k_leg: Optional[int] = None,
-               second_stage: Optional[str] = None, backend: Optional[str] = None) -> None:
+               second_stage: Optional[str] = None, backend: Optional[str] = None, tokenizer: Optional[str] = None,
+               scope: Optional[str] = None) -> None:
     """The values shared by the commands that build pools; the cheap checks first, the hub probe last."""
     from .paths import writable_home
 
@@ -81,6 +84,14 @@ def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] =
         check.choice("--second-stage", second_stage, MODES)
     if backend is not None:
         check.choice("--backend", backend, check.BACKENDS)
+    if tokenizer is not None:
+        from .text import TOKENIZERS
+
+        check.choice("--tokenizer", tokenizer, tuple(TOKENIZERS))
+    if scope is not None:
+        from .retrieval.pipeline import SCOPES
+
+        check.choice("--scope", scope, SCOPES)
     writable_home()
     if encoder is not None:
         check.encoder(encoder)
@@ -134,17 +145,18 @@ def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Option
 def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
                 reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt, backend: str = BackendOpt,
-                as_json: bool = JsonOpt) -> None:
+                tokenizer: str = TokenizerOpt, scope: str = ScopeOpt, as_json: bool = JsonOpt) -> None:
     """Score every query's candidate union once and cache it (resumable)."""
     from .datasets import load_dataset
     from .pools import PoolBuilder
     from .retrieval.pipeline import PipelineConfig
     from .retrieval.rerank import resolve_reranker
 
-    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend)
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend, tokenizer=tokenizer, scope=scope)
     ds = load_dataset(dataset, path, conversations, limit_queries)
     dropped = ds.dropped()
-    pools = PoolBuilder(ds, resolve_reranker(reranker, backend=backend), PipelineConfig(k_leg=k_leg, encoder=encoder)).build()
+    config = PipelineConfig(k_leg=k_leg, encoder=encoder, tokenizer=tokenizer, scope=scope)
+    pools = PoolBuilder(ds, resolve_reranker(reranker, backend=backend), config).build()
     n_queries, n_candidates = len(pools.query_ids()), len(pools.frame)
     if as_json:
         typer.echo(json.dumps({"dataset": ds.name, "reranker": pools.reranker, "n_queries": n_queries, "candidates": n_candidates,
@@ -159,13 +171,15 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
 def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
             limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
             reranker: str = RerankerOpt, k_leg: int = KLegOpt, second_stage: str = StageOpt, calibration: bool = CalibOpt,
-            encoder: str = EncoderOpt, backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
+            encoder: str = EncoderOpt, backend: str = BackendOpt, tokenizer: str = TokenizerOpt, scope: str = ScopeOpt,
+            as_json: bool = JsonOpt) -> None:
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from .experiments.systems import SystemsExperiment, pool_recall
     from .retrieval.pipeline import PipelineConfig
 
-    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend)
-    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, PipelineConfig(k_leg=k_leg, encoder=encoder),
+    _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend, tokenizer, scope)
+    config = PipelineConfig(k_leg=k_leg, encoder=encoder, tokenizer=tokenizer, scope=scope)
+    summary = SystemsExperiment(dataset, path, reranker, limit_queries, conversations, config,
                                 second_stage=second_stage, calibration=calibration, backend=backend).run()
     if as_json:
         typer.echo(json.dumps(summary))

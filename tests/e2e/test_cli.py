@@ -57,6 +57,21 @@ def test_systems_json_is_deterministic_and_complete():
     assert a["systems"] == b["systems"]
 
 
+def test_systems_tokenizer_scope_and_audited_labels():
+    """The checkpoint-8/10 variants from the command line: a tokenizer, the per-conversation scope, audited labels."""
+    args = ("--conversations", "2", "--limit-queries", "30", "--reranker", "test:lexical", "--encoder", "test:hash", "--json")
+    res = invoke("systems", "locomo", *args, "--tokenizer", "regex-porter", "--scope", "conversation")
+    assert res.exit_code == 0, res.output
+    a = json.loads(res.stdout.strip().splitlines()[-1])
+    assert (a["config"]["pipeline"]["tokenizer"], a["config"]["pipeline"]["scope"]) == ("regex-porter", "conversation")
+    assert {"hit@1", "hit@10", "recall_all@10", "mrr@10"} <= set(a["systems"][0])
+    audited = invoke("systems", "locomo-audited", *args)
+    assert audited.exit_code == 0, audited.output
+    assert json.loads(audited.stdout.strip().splitlines()[-1])["dataset"] != "locomo"
+    bad = invoke("systems", "locomo", *args, "--tokenizer", "whitespace")
+    assert bad.exit_code == 2 and "--tokenizer" in bad.output and "Traceback" not in bad.output
+
+
 def test_module_entry_point():
     out = subprocess.run([sys.executable, "-m", "lethe_core", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "systems" in out.stdout
