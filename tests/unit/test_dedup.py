@@ -104,3 +104,27 @@ def test_threshold_and_scope():
 def test_project_ranking_keeps_first_occurrence():
     rep = {"t0": "t0", "t1": "t0", "t2": "t0", "t3": "t3"}
     assert project_ranking(["t1", "t3", "t0", "t2", "x"], rep) == ["t0", "t3", "x"]
+
+
+def test_study_projects_original_rankings_and_tables_paired_deltas():
+    import pandas as pd
+
+    from lethe_core.experiments.dedup_study import evaluate_projected, systems_table
+    from lethe_core.pools import PackedPools
+
+    ds = make_dataset()
+    r = dedup(ds, VECTORS, 0.95)
+    # One pool per query, in RRF order: positions of t2, t1, t4, t3 (dense and BM25 agree; logits reverse nothing).
+    doc = np.array([2, 1, 4, 3], np.int32)
+    n, qids = len(doc), [q.id for q in ds.queries]
+    p = PackedPools(qids, np.arange(0, n * len(qids) + 1, n), np.tile(doc, len(qids)), np.tile(1.0 / (60 + np.arange(n)), 3),
+                    np.tile(np.array([4.0, 3.0, 2.0, 1.0], np.float32), 3), np.tile(np.array([4.0, 3.0, 2.0, 1.0], np.float32), 3),
+                    np.full(3, np.nan, np.float32), np.tile(np.arange(n, dtype=np.int16), 3), np.tile(np.arange(n, dtype=np.int16), 3))
+    proj = evaluate_projected(ds, p, r)
+    # q0: t2, t1 both project onto t0 at rank 1 -> remapped qrels {t0: 2} are found at rank 1.
+    assert set(proj["system"]) >= {"vector", "full"}
+    assert proj[(proj.query_id == "q0") & (proj.system == "vector")]["ndcg@10"].item() == pytest.approx(1.0)
+    per_query = pd.concat([proj.assign(arm="original"), proj.assign(arm="dedup_remapped", **{"ndcg@10": proj["ndcg@10"] + 0.0})])
+    table = systems_table(per_query)
+    row = table[(table.system == "full") & (table.arm == "dedup_remapped")].iloc[0]
+    assert row["delta"] == pytest.approx(0.0) and row["n_queries"] == 3
