@@ -10,6 +10,7 @@ The index reads each executed notebook's `Finding` (lethe_core.checkpoints) back
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -70,15 +71,66 @@ def _digest_tree(paths: list[Path], pattern: str = "*") -> str:
     return h.hexdigest()
 
 
+def _module_file(name: str) -> Path | None:
+    base = REPO_ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def library_closure(source: str) -> list[Path]:
+    """The `lethe_core` files a piece of code imports, transitively (static: `import` and `from` statements).
+
+    Package `__init__` files on the way are included, since importing a submodule runs them.
+    """
+    seen: set[Path] = set()
+    todo = [(source, "")]
+    while todo:
+        text, package = todo.pop()
+        for node in ast.walk(ast.parse(text)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(p for p in [*parts, base] if p)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                if not name.startswith("lethe_core"):
+                    continue
+                parts = name.split(".")
+                for i in range(1, len(parts) + 1):
+                    f = _module_file(".".join(parts[:i]))
+                    if f is not None and f not in seen:
+                        seen.add(f)
+                        pkg = ".".join(parts[:i]) if f.name == "__init__.py" else ".".join(parts[: i - 1])
+                        todo.append((f.read_text(), pkg))
+    return sorted(seen)
+
+
 def stamp(path: Path, parameters: dict) -> str:
-    """What a notebook's output depends on: its source, its parameters, the library, the data and models."""
+    """What a notebook's output depends on: its source, its parameters, the library code it imports, data and models."""
     h = hashlib.sha256()
-    h.update(path.read_bytes())
+    source = path.read_bytes()
+    h.update(source)
     h.update(json.dumps(parameters, sort_keys=True).encode())
-    h.update(_digest_tree([REPO_ROOT / "lethe_core"], "*.py").encode())
+    import jupytext
+
+    code = jupytext.writes(jupytext.reads(source.decode(), fmt="py:percent"), fmt="py:percent")
+    for f in library_closure(_code_only(code)):
+        h.update(str(f.relative_to(REPO_ROOT)).encode())
+        h.update(f.read_bytes())
     h.update(_digest_tree([shared_data_dir()]).encode())
     h.update(_digest_tree([home_dir() / "models"], "*.json").encode())
     return h.hexdigest()[:20]
+
+
+def _code_only(text: str) -> str:
+    """Python source without IPython-only lines (magics, shell escapes), so `ast` can parse a notebook."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
 def execute(path: Path, out_dir: Path, parameters: dict, html: bool = True, timeout: int | None = None) -> Path:

@@ -61,3 +61,14 @@ def test_index_lists_every_checkpoint(tmp_path):
     text = target.read_text()
     assert "a \\| b" in text and "**holds**" in text
     assert all(f"| {n:02d} |" in text for n in range(1, 19))
+
+
+def test_library_closure_follows_imports_transitively_and_skips_the_rest():
+    from lethe_core.notebook_build import library_closure
+    from lethe_core.paths import REPO_ROOT
+
+    files = {str(p.relative_to(REPO_ROOT)) for p in library_closure("from lethe_core.experiments.systems import SystemsExperiment")}
+    assert {"lethe_core/__init__.py", "lethe_core/experiments/__init__.py", "lethe_core/experiments/systems.py",
+            "lethe_core/stats.py", "lethe_core/pools.py"} <= files  # systems imports pools and stats (relative imports)
+    assert "lethe_core/cli.py" not in files and "lethe_core/training.py" in files  # a function-level import counts too
+    assert library_closure("import numpy") == []
