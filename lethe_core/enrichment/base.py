@@ -103,28 +103,46 @@ class Enricher(Protocol):
 
 # ---- selectors -------------------------------------------------------------------------------------------
 
-def select_all(dataset: Dataset, seed: int = 0) -> set[str]:
+def select_all(dataset: Dataset, seed: int = 0, max_turns: int | None = None) -> set[str]:
+    if max_turns is not None:
+        raise ValueError("max_turns applies to the session selectors (relevant_sessions, random_sessions) only")
     return set(dataset.require_corpus().ids)
 
 
-def _relevant_sessions(dataset: Dataset) -> set[str]:
+def _relevant_sessions(dataset: Dataset, max_turns: int | None = None) -> set[str]:
+    """Sessions holding a qrels-relevant turn; with `max_turns`, whole sessions in corpus order while the turns
+    taken stay within the budget (the reference's `--max 1000`, which cut the same list in corpus order)."""
     corpus = dataset.require_corpus()
-    return {corpus.turns[corpus.index[d]].session_id for q in dataset.queries for d in q.qrels if d in corpus.index}
+    relevant = {corpus.turns[corpus.index[d]].session_id for q in dataset.queries for d in q.qrels if d in corpus.index}
+    if max_turns is None:
+        return relevant
+    sizes: dict[str, int] = {}
+    for t in corpus.turns:
+        sizes[t.session_id] = sizes.get(t.session_id, 0) + 1
+    chosen, used = set(), 0
+    for session in sizes:  # corpus order
+        if session in relevant:
+            if used + sizes[session] > max_turns:
+                break
+            chosen.add(session)
+            used += sizes[session]
+    return chosen
 
 
 def _turns_of(dataset: Dataset, sessions: set[str]) -> set[str]:
     return {t.id for t in dataset.require_corpus().turns if t.session_id in sessions}
 
 
-def select_relevant_sessions(dataset: Dataset, seed: int = 0) -> set[str]:
+def select_relevant_sessions(dataset: Dataset, seed: int = 0, max_turns: int | None = None) -> set[str]:
     """The reference's LEAK: every turn of every session that holds a qrels-relevant turn (uses labels)."""
-    return _turns_of(dataset, _relevant_sessions(dataset))
+    return _turns_of(dataset, _relevant_sessions(dataset, max_turns))
 
 
-def select_random_sessions(dataset: Dataset, seed: int = 0) -> set[str]:
-    """The leak's qrels-blind twin: per conversation, as many sessions as the leak picks there, drawn at random."""
+def select_random_sessions(dataset: Dataset, seed: int = 0, max_turns: int | None = None) -> set[str]:
+    """The leak's qrels-blind twin: per conversation, as many sessions as the leak (with the same `max_turns`)
+    picks there, drawn at random with `seed`. Only the counts come from the labels, never which sessions."""
     corpus = dataset.require_corpus()
-    leak = _relevant_sessions(dataset)
+    leak = _relevant_sessions(dataset, max_turns)
     sessions_of: dict[str, dict[str, None]] = {}
     for t in corpus.turns:
         sessions_of.setdefault(t.conversation_id, {}).setdefault(t.session_id, None)
@@ -138,7 +156,7 @@ def select_random_sessions(dataset: Dataset, seed: int = 0) -> set[str]:
     return _turns_of(dataset, chosen)
 
 
-SELECTORS: dict[str, Callable[[Dataset, int], set[str]]] = {
+SELECTORS: dict[str, Callable[..., set[str]]] = {
     "all": select_all,
     "relevant_sessions": select_relevant_sessions,  # the reference's label leak
     "random_sessions": select_random_sessions,  # its qrels-blind twin
@@ -146,15 +164,17 @@ SELECTORS: dict[str, Callable[[Dataset, int], set[str]]] = {
 LEAKY_SELECTORS = frozenset({"relevant_sessions"})
 
 
-def resolve_selection(dataset: Dataset, select, seed: int = 0) -> tuple[str, set[str]]:
-    """(selector label, selected turn ids)."""
+def resolve_selection(dataset: Dataset, select, seed: int = 0, max_turns: int | None = None) -> tuple[str, set[str]]:
+    """(selector label, selected turn ids). `max_turns` caps the session selectors (see `_relevant_sessions`)."""
     if select is None:
         select = "all"
     if isinstance(select, str):
         if select not in SELECTORS:
             raise ValueError(f"unknown selector {select!r}; choose one of {', '.join(SELECTORS)}")
         label = select if select != "random_sessions" else f"random_sessions-s{seed}"
-        return label, SELECTORS[select](dataset, seed)
+        if max_turns is not None:
+            label += f"-max{max_turns}"
+        return label, SELECTORS[select](dataset, seed, max_turns)
     if callable(select):
         return getattr(select, "__name__", "custom"), set(select(dataset, seed))
     ids = set(select)
@@ -173,7 +193,7 @@ def run_enricher(enricher: Enricher, turns: Sequence[Turn]) -> dict[str, Enrichm
     return {t.id: enricher.enrich_turn(t, t.timestamp) for t in turns}
 
 
-def enrich(dataset: Dataset, enricher: Enricher, select=None, seed: int = 0) -> Dataset:
+def enrich(dataset: Dataset, enricher: Enricher, select=None, seed: int = 0, max_turns: int | None = None) -> Dataset:
     """A new Dataset whose corpus texts are the index texts (original + enrichment) of the selected turns.
 
     Same turn ids, order, sessions, queries and qrels; `annotations["enrichment"]` records the enricher, the
@@ -183,7 +203,7 @@ def enrich(dataset: Dataset, enricher: Enricher, select=None, seed: int = 0) -> 
     corpus = dataset.require_corpus()
     if "enrichment" in dataset.annotations:
         raise ValueError(f"dataset {dataset.name!r} is already enriched; enrich the original dataset")
-    label, selected = resolve_selection(dataset, select, seed)
+    label, selected = resolve_selection(dataset, select, seed, max_turns)
     todo = [t for t in corpus.turns if t.id in selected]
     fields = {tid: e for tid, e in run_enricher(enricher, todo).items() if tid in selected and not e.is_empty()}
     turns = [replace(t, text=index_text(t.text, fields[t.id])) if t.id in fields else t for t in corpus.turns]
@@ -194,6 +214,8 @@ def enrich(dataset: Dataset, enricher: Enricher, select=None, seed: int = 0) -> 
         "enricher": enricher.name,
         "selector": label,
         "seed": seed,
+        "max_turns": max_turns,
+        "selected_sessions": len({t.session_id for t in corpus.turns if t.id in selected}),
         "leaky": isinstance(select, str) and select in LEAKY_SELECTORS,
         "base_name": dataset.name,
         "selected": len(selected),
@@ -247,6 +269,86 @@ def pool_builder(dataset: Dataset, reranker, config=None, root=None, progress: b
 
     config = config or PipelineConfig()
     if not is_enriched(dataset):
-        return PoolBuilder(dataset, reranker, config, root=root, progress=progress)
+        retriever = None if encoder is None else HybridRetriever(dataset.require_corpus(), config, encoder=encoder,
+                                                                 cache_root=root, progress=progress)
+        return PoolBuilder(dataset, reranker, config, root=root, progress=progress, retriever=retriever)
     retriever = HybridRetriever(dataset.require_corpus(), config, encoder=encoder, cache_root=root, progress=progress)
     return PoolBuilder(original_view(dataset), reranker, config, root=root, retriever=retriever, progress=progress)
+
+
+# ---- the checkpoint-17 arms ------------------------------------------------------------------------------
+
+ARMS = ("none", "observations", "heuristic", "leak", "twin")
+
+
+def evaluate_arms(dataset: str = "locomo", reranker: str = "auto", backend: str = "auto",
+                  conversations: int | None = None, limit_queries: int | None = None, seeds: int = 5,
+                  leak_enricher: str = "observations", leak_share: float | None = 0.1, config=None,
+                  system: str = "full", root=None, progress: bool = False) -> dict:
+    """Per-query NDCG@10 of `system` (default: the paper's RRF top-30 reranked) under each enrichment arm.
+
+    Arms: `none`; `observations` and `heuristic` on every turn (honest); `leak` = `leak_enricher` on the
+    sessions that hold a qrels-relevant turn (the reference's selection); `twin` = the same enricher on as many
+    sessions per conversation drawn at random, averaged per query over `seeds` draws (`twin-sK` each draw).
+    `leak_share` caps the leak at that share of the corpus's turns (whole sessions in corpus order, as the
+    reference's `--max 1000` cut its list; it enriched 0.5 % of its corpus): on LoCoMo nearly every session holds
+    some query's evidence, so an uncapped leak (`None`) is the `all` arm again.
+    Each arm has its own pools (`pool_builder`: the first stage indexes the enriched text, the reranker reads
+    the original). Returns `per_query` (query_id, qtype, arm, ndcg@10, covered: the query has an enriched
+    qrels turn in the leak arm — the reference's label-defined bucket), `arms` (one dict per arm) and counts.
+    """
+    import pandas as pd
+
+    from ..datasets import load_dataset
+    from ..experiments.systems import evaluate_systems
+    from ..retrieval.pipeline import PipelineConfig
+    from ..retrieval.rerank import resolve_reranker
+    from .heuristic import HeuristicEnricher
+    from .observations import ObservationEnricher
+
+    config = config or PipelineConfig()
+    ds = load_dataset(dataset, None, conversations, limit_queries)
+    model = resolve_reranker(reranker, backend=backend)
+    has_obs = bool(ds.extra_queries.get("observations"))
+    make = {"heuristic": lambda: HeuristicEnricher.from_dataset(ds)}
+    if has_obs:
+        make["observations"] = lambda: ObservationEnricher.from_dataset(ds)
+    if leak_enricher not in make:
+        raise ValueError(f"leak_enricher {leak_enricher!r} is not available for {ds.name}; choose one of {', '.join(make)}")
+    cap = None if leak_share is None else max(1, int(round(leak_share * len(ds.require_corpus()))))
+    variants: list[tuple[str, Dataset]] = [("none", ds)]
+    if has_obs:
+        variants.append(("observations", enrich(ds, make["observations"]())))
+    variants.append(("heuristic", enrich(ds, make["heuristic"]())))
+    leak = enrich(ds, make[leak_enricher](), select="relevant_sessions", max_turns=cap)
+    variants.append(("leak", leak))
+    variants += [(f"twin-s{s}", enrich(ds, make[leak_enricher](), select="random_sessions", seed=s,
+                                         max_turns=cap)) for s in range(seeds)]
+    covered = set(covered_queries(leak))
+    from ..retrieval.dense import LazyEncoder
+
+    encoder = LazyEncoder(config.encoder, config.encoder_backend)  # one model load for every arm
+    sessions = len({t.session_id for t in ds.require_corpus().turns})
+    frames, arms = [], []
+    for arm, variant in variants:
+        builder = pool_builder(variant, model, config, root=root, progress=progress, encoder=encoder)
+        pools = builder.build()
+        per = evaluate_systems(original_view(variant), pools.packed([q.id for q in variant.queries]), config.pool_size)
+        per = per[per["system"] == system][["query_id", "qtype", "ndcg@10"]].assign(arm=arm)
+        frames.append(per)
+        info = variant.annotations.get("enrichment", {})
+        arms.append({"arm": arm, "dataset": variant.name, "enricher": info.get("enricher", ""),
+                     "selector": info.get("selector", ""), "enriched_turns": info.get("enriched", 0),
+                     "share_enriched": info.get("enriched", 0) / len(ds.require_corpus()),
+                     "share_sessions_selected": info.get("selected_sessions", 0) / sessions if info else 0.0,
+                     "pool_key": builder.key})
+    per_query = pd.concat(frames, ignore_index=True)
+    twins = per_query[per_query["arm"].str.startswith("twin-s")]
+    if len(twins):
+        mean = twins.groupby(["query_id", "qtype"], as_index=False, sort=False)["ndcg@10"].mean().assign(arm="twin")
+        per_query = pd.concat([per_query, mean], ignore_index=True)
+    per_query["covered"] = per_query["query_id"].isin(covered)
+    return {"per_query": per_query, "arms": arms, "n_queries": len(ds.queries), "n_turns": len(ds.require_corpus()),
+            "n_covered": len(covered), "reranker": getattr(model, "name", str(reranker)), "system": system,
+            "leak_enricher": leak_enricher, "leak_max_turns": cap, "dataset": ds.name,
+            "uncapped_leak_share_sessions": len(_relevant_sessions(ds)) / sessions}

@@ -200,3 +200,35 @@ def test_pool_builder_retrieves_enriched_but_reranks_original(tiny, tmp_path):
     assert "conv-1:D3:1" in set(frame[frame["bm25_rank"] >= 0]["doc_id"])  # found via the enrichment
     assert reranker.seen and all("zanzibar" not in t for t in reranker.seen)  # the reranker read originals only
     assert "Caroline: I will visit Sweden next month." in reranker.seen
+
+
+def test_evaluate_arms_on_synthetic(tmp_path):
+    from lethe_core.enrichment import evaluate_arms
+
+    out = evaluate_arms("synthetic:300", reranker="test:lexical", backend="torch", seeds=2, leak_enricher="heuristic",
+                        config=PipelineConfig(encoder="test:hash"), root=tmp_path)
+    per = out["per_query"]
+    assert set(per["arm"]) == {"none", "heuristic", "leak", "twin-s0", "twin-s1", "twin"}  # no observations here
+    n = out["n_queries"]
+    assert all((per["arm"] == a).sum() == n for a in set(per["arm"]))
+    assert per["ndcg@10"].between(0, 1).all()
+    names = [a["dataset"] for a in out["arms"]]
+    assert len(set(names)) == len(names)  # every arm has its own pool folder
+    with pytest.raises(ValueError, match="leak_enricher"):
+        evaluate_arms("synthetic:300", reranker="test:lexical", backend="torch", seeds=1,
+                      config=PipelineConfig(encoder="test:hash"), root=tmp_path)
+
+
+def test_capped_leak_and_its_twin(tiny):
+    _, leak = resolve_selection(tiny, "relevant_sessions", max_turns=3)
+    assert leak == {"conv-1:D1:1", "conv-1:D1:2"}  # whole sessions in corpus order within the budget
+    for seed in range(4):
+        label, twin = resolve_selection(tiny, "random_sessions", seed, max_turns=3)
+        assert label == f"random_sessions-s{seed}-max3"
+        assert len({tiny.corpus[tiny.corpus.index[i]].session_id for i in twin}) == 1
+    out = enrich(tiny, HeuristicEnricher.from_dataset(tiny), select="relevant_sessions", max_turns=3)
+    info = out.annotations["enrichment"]
+    assert (info["selected"], info["selected_sessions"], info["max_turns"]) == (2, 1, 3)
+    assert covered_queries(out) == ["conv-1:q0"]
+    with pytest.raises(ValueError, match="session selectors"):
+        resolve_selection(tiny, "all", max_turns=3)
