@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker reproduce notebooks test dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -48,6 +48,9 @@ notebooks: setup  ## execute every checkpoint notebook at full parameters (resum
 
 test: setup browser
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q
+
+parity-heavy: setup  ## the parity checks on whole datasets (ONNX bi-encoder vs NFCorpus's 0.3165; minutes)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m heavy
 
 dashboard: setup
 	$(BIN)/lethe-lab dashboard
