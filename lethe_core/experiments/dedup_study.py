@@ -34,20 +34,12 @@ from ..dedup import DEFAULT_THRESHOLD, DedupResult, dedup, project_ranking
 from ..metrics import ndcg_at_k, recall_at_k
 from ..paths import cache_dir, results_dir
 from ..pools import PackedPools, PoolBuilder
-from ..retrieval.dense import EmbeddingCache, LazyEncoder
-from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.pipeline import PipelineConfig, corpus_vectors
 from ..retrieval.rerank import resolve_reranker
 from ..second_stage import DEFAULT_MODE
 from .systems import SYSTEMS, _atomic_write, _slug, evaluate_systems, system_orders
 
 ARMS = ("original", "dedup_strict", "dedup_remapped", "original_remapped")
-
-
-def turn_vectors(dataset: Dataset, config: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
-    """The corpus's bi-encoder embeddings through the on-disk cache (as `HybridRetriever` reads them)."""
-    encoder = LazyEncoder(config.encoder, config.encoder_backend)
-    cache = EmbeddingCache(Path(cache_root or cache_dir()), encoder.name)
-    return cache.embed(encoder, dataset.require_corpus().texts, progress=progress)
 
 
 def evaluate_projected(dataset: Dataset, p: PackedPools, result: DedupResult, pool_size: int = 30,
@@ -129,7 +121,7 @@ class DedupExperiment:
     def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
         ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
         root = Path(cache_root or cache_dir())
-        vectors = turn_vectors(ds, self.pipeline, root, self.progress)
+        vectors = corpus_vectors(ds.require_corpus(), self.pipeline, root, self.progress)
         result = dedup(ds, vectors, self.threshold, self.scope)
         sweep = threshold_sweep(ds, vectors, self.sweep, self.scope)
         reranker = resolve_reranker(self.reranker, backend=self.backend)

@@ -35,7 +35,7 @@ from ..datasets import Dataset, load_dataset
 from ..inference.pair_cache import CachedScorer, PairScoreCache, identity_of
 from ..metrics import ndcg_at_k, recall_at_k
 from ..paths import cache_dir, results_dir
-from ..retrieval.fusion import rrf
+from ..retrieval.fusion import fused_order, rrf
 from ..retrieval.pipeline import HybridRetriever, PipelineConfig
 from ..retrieval.rerank import resolve_reranker, route
 from ..second_stage import DEFAULT_MODE, MODES, final_order
@@ -49,12 +49,6 @@ def oracle_ndcg(ranked: Sequence[str], qrels: Mapping[str, int], k: int, at: int
     """NDCG@`at` if a perfect reranker reordered the top `k` of `ranked`: the relevant turns found there, best grade first."""
     found = sorted((d for d in ranked[:k] if qrels.get(d, 0) > 0), key=lambda d: -qrels[d])
     return ndcg_at_k(found, qrels, at)
-
-
-def fuse(bm25: Sequence[int], dense: Sequence[int], ids: Sequence[str], rrf_k: int) -> list[int]:
-    """The hybrid list: RRF of the two legs, sorted by score, ties by turn id (as `HybridRetriever.candidates`)."""
-    fused = rrf([list(bm25), list(dense)], rrf_k)
-    return sorted(fused, key=lambda d: (-fused[d], ids[d]))
 
 
 def relevant_ranks(ranked: Sequence[str], qrels: Mapping[str, int]) -> dict[str, float]:
@@ -140,7 +134,7 @@ class RecallExperiment:
             di, ds_ = dense_idx[qi][keep], dense_scores[qi][keep]
             d = di[np.lexsort((di, -ds_))].tolist()  # ties by the lower index, as BM25's top_k (FAISS leaves them open)
             b = [int(x) for x in retriever.bm25_search(q, depth)[0]]
-            hybrid = fuse(b, d, ids, self.pipeline.rrf_k)[:depth]
+            hybrid = fused_order(rrf([list(b), list(d)], self.pipeline.rrf_k), ids)[:depth]
             pool = pools[qi].doc_idx[:P].tolist()
             named = {"dense": [ids[i] for i in d], "bm25": [ids[i] for i in b], "hybrid": [ids[i] for i in hybrid]}
             row = {"query_id": q.id, "qtype": q.qtype, "n_relevant": sum(g > 0 for g in q.qrels.values())}

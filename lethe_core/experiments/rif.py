@@ -19,7 +19,7 @@ from ..datasets import Dataset, load_dataset
 from ..paths import results_dir
 from ..pools import PoolBuilder
 from ..results import SCHEMA_VERSION
-from ..retrieval.pipeline import PipelineConfig, query_vectors
+from ..retrieval.pipeline import PipelineConfig, corpus_vectors, query_vectors
 from ..retrieval.rerank import resolve_reranker
 from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
 from ..rif.replay import Arm, entry_arms, standard_arms
@@ -97,7 +97,7 @@ class RIFExperiment:
         qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
         if entries is None:
             entries = any(a.cues == "entry" for a in self.arm_list())
-        evecs = entry_vectors(ds, self.pipeline, builder.root, self.progress) if entries else None
+        evecs = corpus_vectors(ds.require_corpus(), self.pipeline, builder.root, self.progress) if entries else None
         ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage, evecs)
         return ctx, {"dataset": ds.name, "reranker": pools.reranker, "pool_key": builder.key, "burn_in": self.resolved_burn_in(ds),
                      "builder": builder, "pools": pools, "qvecs": qvecs}
@@ -150,15 +150,6 @@ class RIFExperiment:
             _atomic_write(out / "query_map.parquet", lambda p: qmap.to_parquet(p, index=False))
         _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
         return summary
-
-
-def entry_vectors(ds: Dataset, pipeline: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
-    """The corpus turns' bi-encoder embeddings through the on-disk cache (the pool build already stored them)."""
-    from ..paths import cache_dir
-    from ..retrieval.dense import EmbeddingCache, LazyEncoder
-
-    encoder = LazyEncoder(pipeline.encoder, pipeline.encoder_backend)
-    return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, ds.require_corpus().texts, progress=progress)
 
 
 def query_map(qvecs: np.ndarray, qids: list[str], k: int = 30, seed: int = PAPER_SEED) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from .. import stats
 from ..paths import shared_data_dir
+from ..analysis import first_seed
 from ..results import Run, list_runs, load_run
 from ..rif.protocols import hot_cold_schedule
 from .rif import PAPER_SEED, RIFExperiment
@@ -224,11 +225,6 @@ def nfcorpus_experiment(reranker: str, backend: str, seeds: int, burn_in: int | 
     return exp
 
 
-def first_seed(run: Run) -> pd.DataFrame:
-    pq = run.per_query
-    return pq[pq["seed"] == run.summary["seeds"][0]]
-
-
 def _paired(run: Run, arm: str, baseline: str = "baseline") -> pd.DataFrame:
     pq = first_seed(run)
     mine = pq[pq["arm"] == arm].set_index(["query_id", "split"])
@@ -285,18 +281,3 @@ def saturation_table(run: Run, n_entries: int | None = None) -> pd.DataFrame:
     out = out.merge(last, on=["arm", "split"], how="left")
     out["snapshot_share"] = out["snapshot_share"].astype(float)
     return out
-
-
-def json_safe(value):
-    """`value` with every NaN / inf float replaced by None (recursively), so a Finding's numbers are strict JSON."""
-    import math
-
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (list, dict)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -14,3 +14,8 @@ def rrf(ranked_lists: Sequence[Sequence[Hashable]], k: int = RRF_K) -> dict[Hash
         for rank, doc in enumerate(lst):
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
     return scores
+
+
+def fused_order(fused: dict[int, float], ids: Sequence[str]) -> list[int]:
+    """An `rrf` union of corpus positions, best first, ties broken by turn id (`ids[position]`)."""
+    return sorted(fused, key=lambda d: (-fused[d], ids[d]))

@@ -21,7 +21,7 @@ from ..paths import cache_dir
 from ..text import DEFAULT_TOKENIZER, get_tokenizer
 from .bm25 import BM25Index, BM25Params
 from .dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, LazyEncoder
-from .fusion import RRF_K, rrf
+from .fusion import RRF_K, fused_order, rrf
 
 
 SCOPES = ("global", "conversation")
@@ -70,6 +70,12 @@ def query_vectors(queries: Sequence[Query], config: PipelineConfig, cache_root: 
     """The queries' bi-encoder embeddings through the on-disk cache (the model loads only for texts not cached)."""
     encoder = LazyEncoder(config.encoder, config.encoder_backend)
     return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, [q.text for q in queries], progress=progress)
+
+
+def corpus_vectors(corpus: Corpus, config: PipelineConfig, cache_root: Path | None = None, progress: bool = False) -> np.ndarray:
+    """The corpus turns' bi-encoder embeddings through the same cache (a pool build has usually stored them already)."""
+    encoder = LazyEncoder(config.encoder, config.encoder_backend)
+    return EmbeddingCache(cache_root or cache_dir(), encoder.name).embed(encoder, corpus.texts, progress=progress)
 
 
 class HybridRetriever:
@@ -151,7 +157,7 @@ class HybridRetriever:
             keep = d_idx >= 0
             d_idx, d_scores = d_idx[keep], d_scores[keep]
             fused = rrf([b_idx.tolist(), d_idx.tolist()], self.config.rrf_k)
-            order = sorted(fused, key=lambda d: (-fused[d], ids[d]))
+            order = fused_order(fused, ids)
             pos = {d: i for i, d in enumerate(order)}
             n = len(order)
             bm25_rank = np.full(n, -1, np.int16)

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from lethe_core.datasets import load_dataset
-from lethe_core.experiments.recall import RecallExperiment, fuse, oracle_ndcg, rank_buckets, rank_ecdf, relevant_ranks
+from lethe_core.experiments.recall import RecallExperiment, oracle_ndcg, rank_buckets, rank_ecdf, relevant_ranks
 from lethe_core.experiments.systems import evaluate_systems
 from lethe_core.pools import PoolBuilder
+from lethe_core.retrieval.fusion import fused_order, rrf
 from lethe_core.retrieval.pipeline import PipelineConfig
 from lethe_core.retrieval.rerank import LexicalReranker
 
@@ -41,11 +42,11 @@ def test_relevant_ranks_and_buckets():
     assert e[1] == pytest.approx(0.2) and e[24] == pytest.approx(0.4) and e[25] == pytest.approx(0.6) and e[500] == pytest.approx(0.8)
 
 
-def test_fuse_by_hand():
+def test_fused_order_by_hand():
     ids = ["t0", "t1", "t2", "t3"]
     # t1: 1/60 + 1/61 (both legs); t0: 1/60; t2: 1/61; t3: 1/62 in the dense leg only; t0 vs t2 no tie
-    assert fuse([1, 2], [0, 1, 3], ids, 60) == [1, 0, 2, 3]
-    assert fuse([2], [3], ids, 60) == [2, 3]  # a tie on score is broken by turn id
+    assert fused_order(rrf([[1, 2], [0, 1, 3]], 60), ids) == [1, 0, 2, 3]
+    assert fused_order(rrf([[2], [3]], 60), ids) == [2, 3]  # a tie on score is broken by turn id
 
 
 @pytest.fixture(scope="module")
