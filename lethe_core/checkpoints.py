@@ -9,6 +9,7 @@ notebook index (`lethe_core.notebook_build`) is filled from the executed outputs
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -85,16 +86,22 @@ class Finding:
                 f"**Reference.** {self.reference}\n\n**Ours (95 % CI).** {self.ours}\n\n**Why.** {self.why}\n")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        payload = json.loads(json.dumps(asdict(self), default=_plain))
-        return {MIME: payload, "text/markdown": self.markdown(), "text/plain": f"Verdict: {self.verdict}. {self.why}"}
+        return {MIME: json_safe(asdict(self)), "text/markdown": self.markdown(), "text/plain": f"Verdict: {self.verdict}. {self.why}"}
 
 
-def _plain(value):
-    """JSON for numpy scalars and other number-likes a notebook puts into `numbers`."""
-    if hasattr(value, "item"):
-        return value.item()
+def json_safe(value):
+    """`value` as strict JSON data (what a notebook puts into `numbers`): numpy scalars and arrays as Python
+    numbers and lists, NaN / inf as None, dict keys as strings, anything else as its string."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
     if hasattr(value, "tolist"):
-        return value.tolist()
+        return json_safe(value.tolist())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
     return str(value)
 
 

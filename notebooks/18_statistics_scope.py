@@ -237,14 +237,14 @@ Finding.from_judgement(
          f"NFCorpus (out-of-domain reranker) global-uniform {fmt_ci(nf_row['Δ NDCG'], (nf_row['Δ lo'], nf_row['Δ hi']))}, "
          f"{arm} {nf_gap['Δ NDCG']:+.4f} (p {nf_gap['p']:.3f}); saturation {arm} NFCorpus {sat_nf.get(arm, float('nan')):.0%}, "
          f"{dataset} {sat_lc.get(arm, float('nan')):.0%}",
-    numbers=scope.json_safe({"reference": {"delta": r_ref["delta"], "ci": [r_ref["lo"], r_ref["hi"]], "p": r_ref["p"], "p_holm": r_ref["p (Holm)"],
+    numbers={"reference": {"delta": r_ref["delta"], "ci": [r_ref["lo"], r_ref["hi"]], "p": r_ref["p"], "p_holm": r_ref["p (Holm)"],
                            "reproduced": reproduced, "buckets": {b: rb.loc[(arm, b), "delta"] for b in scope.BUCKETS}},
              "locomo": ours, "family_level": level, "n_arms": m,
              "prequential": tables["prequential"].set_index("arm").loc[arm, ["Δ NDCG", "Δ lo", "Δ hi", "p", "p (Holm)"]].to_dict(),
              "nfcorpus": {a: {"ndcg": r["NDCG@10"], "delta": r["Δ NDCG"], "ci": [r["Δ lo"], r["Δ hi"]], "p": r["p"], "p_holm": r["p (Holm)"]}
                           for a, r in nf.set_index("arm").iterrows()},
              "saturation": {"nfcorpus": sat_nf.to_dict(), dataset: sat_lc.to_dict()},
-             "runs": {p: r.run_id for p, r in {**runs, "nfcorpus": nf_run}.items()}}),
+             "runs": {p: r.run_id for p, r in {**runs, "nfcorpus": nf_run}.items()}},
     parameters={"dataset": dataset, "reranker": reranker, "backend": backend, "conversations": conversations,
                 "limit_queries": limit_queries, "seeds": seeds, "burn_in": burn_in, "nfcorpus_queries": nf_run.summary["n_queries"]},
 )

@@ -2,7 +2,9 @@ import json
 
 import pytest
 
-from lethe_core.checkpoints import MIME, Finding, combine, judge, read_finding
+import numpy as np
+
+from lethe_core.checkpoints import MIME, Finding, combine, json_safe, judge, read_finding
 from lethe_core.notebook_build import discover, stamp, write_index
 
 
@@ -72,3 +74,15 @@ def test_library_closure_follows_imports_transitively_and_skips_the_rest():
             "lethe_core/stats.py", "lethe_core/pools.py"} <= files  # systems imports pools and stats (relative imports)
     assert "lethe_core/cli.py" not in files and "lethe_core/training.py" in files  # a function-level import counts too
     assert library_closure("import numpy") == []
+
+
+def test_json_safe_replaces_non_finite_floats():
+    out = json_safe({"a": float("nan"), "b": [np.float64(1.5), np.inf], "c": {"d": np.int64(3), "e": "x"}})
+    assert out == {"a": None, "b": [1.5, None], "c": {"d": 3, "e": "x"}}
+
+
+def test_a_findings_numbers_are_strict_json():
+    f = Finding(checkpoint=18, title="t", claim="c", reference="r", ours="o", verdict="partly", why="w",
+                numbers={"p": np.float64("nan"), "ci": np.array([0.1, 0.2])})
+    json.dumps(f._repr_mimebundle_()[MIME], allow_nan=False)  # raises on NaN
+    assert f._repr_mimebundle_()[MIME]["numbers"] == {"p": None, "ci": [0.1, 0.2]}

@@ -101,8 +101,3 @@ def test_nfcorpus_experiment_small_is_cheap():
     assert exp.limit_queries == 40 and exp.pipeline.encoder == "test:hash" and not exp.map
     full = scope.nfcorpus_experiment("auto", "torch", 5, None, small=False)
     assert full.limit_queries is None and full.burn_in is None and full.arms == scope.SCOPE_ARMS
-
-
-def test_json_safe_replaces_non_finite_floats():
-    out = scope.json_safe({"a": float("nan"), "b": [np.float64(1.5), np.inf], "c": {"d": np.int64(3), "e": "x"}})
-    assert out == {"a": None, "b": [1.5, None], "c": {"d": 3, "e": "x"}}
