@@ -1,0 +1,66 @@
+"""Adaptive depth (checkpoint 06): rerank a deeper pool only when the shallow pass is not confident.
+
+The reference reranked the FAISS top-30 and, when the best cross-encoder logit stayed below 4.0 (on the
+MS MARCO model's scale; 59 % of its queries), the FAISS top-200 instead. Here the first stage is the hybrid
+pipeline: the shallow pool is the RRF top-30 of 30-deep legs (the paper's `full` system) and the deep pool
+is the RRF top-D of D-deep legs (D = 100 or 200). A threshold on one reranker's scale means nothing on
+another's, so it is set as a *trigger share*: the quantile of the shallow top-1 scores of the queries the
+system learns from (never the ones it is evaluated on in the held-out protocol). docs/adaptive_depth.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+REFERENCE_THRESHOLD = 4.0  # max cross-encoder logit below which the reference went deep (MS MARCO logit scale)
+REFERENCE_TRIGGER_SHARE = 0.59  # share of the reference's queries that triggered its deep pass
+REFERENCE_DEEP_DEPTH = 200
+SHALLOW_DEPTH = 30
+
+
+def threshold_for_share(top_scores: np.ndarray, share: float) -> float:
+    """The threshold under which `share` of these shallow top-1 scores fall: the deep pass then fires for that share.
+
+    share 0 never triggers (-inf), share 1 always triggers (+inf).
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"trigger share must lie in [0, 1], got {share}")
+    scores = np.asarray(top_scores, dtype=np.float64)
+    if share == 0.0 or not len(scores):
+        return -np.inf
+    if share == 1.0:
+        return np.inf
+    # the midpoint between the k-th and (k+1)-th smallest score, so exactly k = round(share * n) scores fall below
+    s = np.sort(scores)
+    k = int(round(share * len(s)))
+    if k <= 0:
+        return -np.inf
+    if k >= len(s):
+        return np.inf
+    return float((s[k - 1] + s[k]) / 2.0)
+
+
+def triggers(top_scores: np.ndarray, threshold: float) -> np.ndarray:
+    """Which queries go deep: shallow top-1 score strictly below the threshold (the reference's `max < 4.0`)."""
+    return np.asarray(top_scores, dtype=np.float64) < threshold
+
+
+@dataclass(frozen=True)
+class DepthChoice:
+    """One query's adaptive-depth outcome: the pool it was answered from and what that cost in reranker pairs."""
+
+    deep: bool
+    pool: np.ndarray  # corpus indices of the reranked pool
+    pairs: int  # reranker pairs this query needed (shallow pool + the deep pool's new members when deep)
+
+
+def choose(shallow_pool: np.ndarray, shallow_top: float, deep_pool: np.ndarray, threshold: float) -> DepthChoice:
+    """Answer from the deep pool when the shallow top-1 score is below the threshold; the shallow pairs are paid either way."""
+    shallow_pool = np.asarray(shallow_pool)
+    if not shallow_top < threshold:
+        return DepthChoice(False, shallow_pool, len(shallow_pool))
+    deep_pool = np.asarray(deep_pool)
+    extra = int((~np.isin(deep_pool, shallow_pool)).sum())
+    return DepthChoice(True, deep_pool, len(shallow_pool) + extra)
