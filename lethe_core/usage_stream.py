@@ -27,11 +27,13 @@ API (small on purpose; checkpoint 04 builds on it, change it only additively):
 - `StaticMechanism(vectors)`: the baseline (never changes).
 - `StreamData.load(dataset, pipeline, cache_root)`: query and turn vectors from the embedding cache.
 - `Verdicts(data, reranker, cache_path)`: routed, memoised cross-encoder logits.
-- `dense_topk`, `split_queries`, `run_stream(...) -> StreamResult` (per-query eval rows and the diagnostics trace).
+- `dense_topk`, `split_queries`, `run_stream(...) -> StreamResult` (per-query eval rows and the diagnostics trace);
+  `drift(original, current, touched)` (anchor cosine and nearest-neighbour overlap of moved turns).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +132,7 @@ class Verdicts:
         self._memo: dict[tuple[int, str], dict[int, float]] = {}
         self._models: dict[int, object] = {}  # query position -> routed model
         self._model_by_id: dict[int, object] = {}
+        self._keys: dict[int, tuple[int, str]] = {}
         self._scorers: dict[int, CachedScorer] = {}
 
     def model(self, qi: int):
@@ -142,7 +145,10 @@ class Verdicts:
         return float(getattr(self.model(qi), "fuse_w", math.nan))
 
     def _key(self, qi: int) -> tuple[int, str]:
-        return id(self.model(qi)), self.data.dataset.queries[qi].text  # two queries with one text share their pairs
+        key = self._keys.get(qi)
+        if key is None:  # two queries with one text (and one routed model) share their pairs
+            key = self._keys[qi] = (id(self.model(qi)), self.data.dataset.queries[qi].text)
+        return key
 
     def logits(self, qis: Sequence[int], docs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Logits for each (query position, turn positions) item, in the given turn order."""
@@ -184,13 +190,10 @@ def dense_topk(vectors: np.ndarray, qvecs: np.ndarray, k: int = K_FETCH, weights
     n = scores.shape[1]
     k = min(k, n)
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < n else np.tile(np.arange(n), (len(q), 1))
-    out = np.empty((len(q), k), dtype=np.int64)
-    for r in range(len(q)):
-        cand = part[r]
-        s = scores[r, cand]
-        order = np.lexsort((cand, -s))
-        cand = cand[order]
-        out[r] = np.where(np.isfinite(scores[r, cand]), cand, -1)
+    s = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -s), axis=1)  # by score, ties to the lower position
+    out = np.take_along_axis(part, order, axis=1)
+    out[~np.isfinite(np.take_along_axis(s, order, axis=1))] = -1
     return out
 
 
@@ -257,6 +260,12 @@ def run_stream(data: StreamData, verdicts: Verdicts, mech: Mechanism, train_idx:
     evaluating `eval_idx` frozen at `eval_steps(steps, eval_every)`."""
     from tqdm.auto import tqdm
 
+    try:
+        from threadpoolctl import threadpool_limits  # installed with scikit-learn
+    except ImportError:  # pragma: no cover
+        def threadpool_limits(**_):
+            return contextlib.nullcontext()
+
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
     train_idx, eval_idx = np.asarray(train_idx, dtype=np.int64), np.asarray(eval_idx, dtype=np.int64)
@@ -275,14 +284,42 @@ def run_stream(data: StreamData, verdicts: Verdicts, mech: Mechanism, train_idx:
         diag = getattr(mech, "diagnostics", None)
         result.trace.append({"step": step, **(diag() if diag else {})})
 
-    record(0)
-    for t in tqdm(range(steps), desc=desc, unit="step", disable=not progress):
-        qi = int(schedule[t])
-        qvec = data.query_vectors[qi]
-        top = dense_topk(mech.effective(), qvec, k, _weights(mech))[0]
-        top = top[top >= 0]
-        logits = verdicts.logits([qi], [top])[0]
-        mech.update(t, qvec, top, logits)
-        if t + 1 in checkpoints:
-            record(t + 1)
+    # one BLAS thread: the products here are small, and threaded BLAS on a busy machine is ~10x slower
+    with threadpool_limits(limits=1, user_api="blas"):
+        record(0)
+        for t in tqdm(range(steps), desc=desc, unit="step", disable=not progress):
+            qi = int(schedule[t])
+            qvec = data.query_vectors[qi]
+            top = dense_topk(mech.effective(), qvec, k, _weights(mech))[0]
+            top = top[top >= 0]
+            logits = verdicts.logits([qi], [top])[0]
+            mech.update(t, qvec, top, logits)
+            if t + 1 in checkpoints:
+                record(t + 1)
     return result
+
+
+def drift(original: np.ndarray, current: np.ndarray, touched: np.ndarray, k: int = 10, limit: int = 200) -> dict:
+    """How far the `touched` turns left the encoder's manifold: mean cosine of current to original vector
+    (`anchor_cos`), and the mean share of a touched turn's k nearest neighbours (by cosine, itself excluded) that
+    are the same under the current and the original vectors (`nn_overlap`; at most `limit` touched turns, the
+    first ones, are compared). NaN when nothing was touched."""
+    touched = np.flatnonzero(touched) if np.asarray(touched).dtype == bool else np.asarray(touched, dtype=np.int64)
+    out = {"touched": int(len(touched)), "anchor_cos": math.nan, "nn_overlap": math.nan}
+    if len(touched) == 0:
+        return out
+    o, c = normalize(original), normalize(current)
+    out["anchor_cos"] = float(np.mean(np.sum(o[touched] * c[touched], axis=1)))
+    sample = touched[:limit]
+    k = min(k, len(o) - 1)
+    if k < 1:
+        return out
+
+    def neighbours(m: np.ndarray) -> np.ndarray:
+        s = m[sample] @ m.T
+        s[np.arange(len(sample)), sample] = -np.inf
+        return np.argpartition(-s, k - 1, axis=1)[:, :k]
+
+    a, b = neighbours(o), neighbours(c)
+    out["nn_overlap"] = float(np.mean([len(set(x) & set(y)) / k for x, y in zip(a, b)]))
+    return out

@@ -1,0 +1,215 @@
+"""Checkpoints 01 and 02: embedding mutation and adapter mutation against the static pipeline, over a usage stream,
+under the reference's protocol and a held-out one (docs/mutation.md).
+
+For each protocol, seed and arm, `lethe_core.usage_stream.run_stream` drives a mechanism (`embedding_mutation` or
+`adapter_mutation`) for `steps` queries and evaluates the frozen state every `eval_every` steps: NDCG@10 of the dense
+top-30 reranked by the cross-encoder (`rerank`) and of the dense order (`dense`). The static arm (the encoder's
+vectors) does not depend on the schedule, so it is evaluated once per protocol split and compared with every
+seed. Protocols: `paper` — the schedule (`hot_cold_schedule`, seeds 42, 43, ...) draws from the evaluation queries
+themselves (train = test, as the reference did); `heldout` — the queries split in two (by conversation on LoCoMo, a
+seeded split elsewhere), the stream runs on one half and the other is evaluated, both directions, so each query is
+evaluated once. The verdict is read at the **final step** (never a peak picked on evaluation data); the whole curve
+is reported.
+
+Results: `data/results/mutation-<mechanism>-<dataset>-<reranker>-<hash>/` with config.json, curves.parquet (one row
+per protocol, split, seed, arm, step, query and system), final.parquet (the final step only), trace.parquet (the
+mechanism's diagnostics per evaluation: tiers, drift, acceptance counts) and summary.json (curves with 95 % CIs,
+the final paired comparison with static: CI over queries, CI over queries and seeds, permutation p, Holm-adjusted p).
+A finished run with the same config is read back instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..adapter_mutation import ARMS as ADAPTER_ARMS
+from ..adapter_mutation import AdapterMutation
+from ..datasets import load_dataset
+from ..embedding_mutation import ARMS as EMBEDDING_ARMS
+from ..embedding_mutation import EmbeddingMutation
+from ..inference.pair_cache import identity_of
+from ..paths import cache_dir, results_dir
+from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.rerank import resolve_reranker
+from ..second_stage import DEFAULT_MODE, MODES
+from ..usage_stream import K_FETCH, PROTOCOLS, SYSTEMS, StaticMechanism, StreamData, Verdicts, eval_steps, run_stream, split_queries
+from .systems import _atomic_write, _slug
+
+MECHANISMS = {"embedding": EMBEDDING_ARMS, "adapter": ADAPTER_ARMS}
+PAPER_SEED = 42
+CURVE_RESAMPLES = 2000  # bands over steps; the final comparison uses stats.N_RESAMPLES
+
+
+def make_mechanism(mechanism: str, arm: str, vectors: np.ndarray, seed: int):
+    if arm == "static":
+        return StaticMechanism(vectors)
+    if mechanism == "embedding":
+        return EmbeddingMutation(vectors, arm, seed=seed)
+    return AdapterMutation(vectors, arm, seed=seed)
+
+
+def two_level_ci(deltas: np.ndarray, n_resamples: int = CURVE_RESAMPLES, seed: int = 0) -> stats.Interval:
+    """95 % percentile CI of the mean of a (seeds x queries) matrix, resampling seeds and queries independently."""
+    d = np.asarray(deltas, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, d.shape[0], size=(n_resamples, d.shape[0]))
+    q = rng.integers(0, d.shape[1], size=(n_resamples, d.shape[1]))
+    means = np.array([d[np.ix_(si, qi)].mean() for si, qi in zip(s, q)])
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return stats.Interval(float(d.mean()), float(lo), float(hi))
+
+
+@dataclass
+class MutationStudy:
+    """Static vs mutation arms over a usage stream; `run()` writes data/results/mutation-.../ and returns the summary."""
+
+    mechanism: str = "embedding"  # embedding (CK1) | adapter (CK2/CK3)
+    arms: tuple[str, ...] | None = None  # default: every arm of the mechanism; static is always the baseline
+    dataset: str = "locomo"
+    path: str | None = None
+    reranker: str = "auto"
+    backend: str = "auto"
+    conversations: int | None = None
+    limit_queries: int | None = None
+    protocols: tuple[str, ...] = PROTOCOLS  # paper (train = test) | heldout
+    steps: int = 2000
+    eval_every: int = 250
+    seeds: int = 3  # seeds 42, 43, ...
+    k: int = K_FETCH
+    second_stage: str = DEFAULT_MODE
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {tuple(MECHANISMS)}, got {self.mechanism!r}")
+        arms = tuple(self.arms) if self.arms is not None else MECHANISMS[self.mechanism]
+        bad = [a for a in arms if a not in MECHANISMS[self.mechanism]]
+        if bad or not arms:
+            raise ValueError(f"{self.mechanism} arms must be among {MECHANISMS[self.mechanism]}, got {arms!r}")
+        self.arms = arms
+        self.protocols = tuple(self.protocols)
+        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
+            raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
+        if self.steps < 1 or self.eval_every < 1 or self.seeds < 1 or self.k < 10:
+            raise ValueError("steps, eval_every and seeds must be >= 1 and k >= 10")
+        if self.second_stage not in MODES:
+            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+
+    def splits(self, data: StreamData, protocol: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """(split name, training query positions, evaluation query positions) of a protocol."""
+        every = np.arange(len(data.dataset.queries))
+        if protocol == "paper":
+            return [("all", every, every)]
+        a, b = split_queries(data.dataset, seed=PAPER_SEED)
+        return [("A->B", a, b), ("B->A", b, a)]
+
+    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
+        from tqdm.auto import tqdm
+
+        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
+        root = Path(cache_root or cache_dir())
+        reranker = resolve_reranker(self.reranker, backend=self.backend)
+        seeds = [PAPER_SEED + s for s in range(self.seeds)]
+        config = {**asdict(self), "arms": list(self.arms), "protocols": list(self.protocols), "pipeline": asdict(self.pipeline),
+                  "seeds": seeds, "reranker_resolved": reranker.name, "reranker_identity": identity_of(reranker),
+                  "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
+        config.pop("progress")
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        out = Path(results_root or results_dir()) / f"mutation-{self.mechanism}-{ds.name}-{_slug(reranker.name)}-{digest}"
+        done = out / "summary.json"
+        if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
+                json.dumps(config, default=str)):
+            return json.loads(done.read_text())
+
+        data = StreamData.load(ds, self.pipeline, root, self.progress)
+        verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", self.second_stage)
+        checkpoints = eval_steps(self.steps, self.eval_every)
+        frames, traces = [], []
+        jobs = [(p, split, tr, ev) for p in self.protocols for split, tr, ev in self.splits(data, p)]
+        try:
+            for protocol, split, train, evaluate in jobs:
+                tag = dict(protocol=protocol, split=split)
+                static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
+                for seed in seeds:  # static: the same at every step and seed (its vectors never move)
+                    frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
+                for seed in tqdm(seeds, desc=f"{self.mechanism} {protocol} {split}", unit="seed", disable=not self.progress):
+                    for arm in self.arms:
+                        mech = make_mechanism(self.mechanism, arm, data.turn_vectors, seed)
+                        res = run_stream(data, verdicts, mech, train, evaluate, self.steps, self.eval_every, seed, self.k)
+                        frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
+                        traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
+        finally:
+            counts = verdicts.counts
+            if counts["hits"] or counts["scored"]:
+                verdicts.cache.record_build(f"mutation-{self.mechanism} {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
+            verdicts.close()
+        curves = pd.concat(frames, ignore_index=True)
+        final = curves[curves["step"] == self.steps].reset_index(drop=True)
+        trace = pd.DataFrame(traces)
+        summary = summarise(curves, self.steps, list(self.arms), list(self.protocols))
+        summary.update({"mechanism": self.mechanism, "dataset": ds.name, "reranker": reranker.name,
+                        "reranker_identity": identity_of(reranker), "n_queries": len(ds.queries), "n_turns": len(data.ids),
+                        "seeds": seeds, "steps": self.steps, "eval_every": self.eval_every, "eval_steps": checkpoints,
+                        "pairs": counts, "results_dir": str(out), "config": config,
+                        "drift": json.loads(trace.to_json(orient="records")) if len(trace) else []})
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
+        _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
+        _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
+        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
+        _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
+        return summary
+
+
+def _tables(curves: pd.DataFrame) -> dict:
+    """(protocol, system, arm, step) -> (seeds x queries) NDCG@10, queries in a fixed order."""
+    return {key: g.pivot(index="seed", columns="query_id", values="ndcg@10").sort_index(axis=1)
+            for key, g in curves.groupby(["protocol", "system", "arm", "step"], sort=False)}
+
+
+def summarise(curves: pd.DataFrame, final_step: int, arms: list[str], protocols: list[str], seed: int = 0) -> dict:
+    """Curves (mean over seeds and queries, 95 % CI over queries of the seed-mean) and the final-step comparison of
+    every arm with static: paired Δ with a CI over queries, a CI over queries and seeds, permutation p, Holm p."""
+    curve_rows, final_rows = [], []
+    steps = sorted(curves["step"].unique())
+    tables = _tables(curves)
+
+    def _per_query(protocol, system, arm, step):
+        return tables[(protocol, system, arm, step)]
+
+    for protocol in protocols:
+        for system in SYSTEMS:
+            base_at = {s: _per_query(protocol, system, "static", s) for s in (steps if system == "rerank" else [final_step])}
+            for arm in ["static", *arms]:
+                for s in steps:
+                    m = _per_query(protocol, system, arm, s)
+                    ci = stats.bootstrap_ci(m.mean(axis=0), CURVE_RESAMPLES, seed)
+                    row = {"protocol": protocol, "system": system, "arm": arm, "step": int(s), "ndcg@10": ci.mean, "lo": ci.lo, "hi": ci.hi}
+                    if system == "rerank" and arm != "static":
+                        d = stats.paired_delta_ci(m.mean(axis=0), base_at[s].mean(axis=0), CURVE_RESAMPLES, seed)
+                        row.update(delta=d.mean, delta_lo=d.lo, delta_hi=d.hi)
+                    curve_rows.append(row)
+                if arm == "static":
+                    continue
+                t, b = _per_query(protocol, system, arm, final_step), _per_query(protocol, system, "static", final_step)
+                tq, bq = t.mean(axis=0).to_numpy(), b.mean(axis=0).to_numpy()
+                d = stats.paired_delta_ci(tq, bq, seed=seed)
+                d2 = two_level_ci(t.to_numpy() - b.to_numpy(), seed=seed)
+                per_seed = (t.mean(axis=1) - b.mean(axis=1)).tolist()
+                final_rows.append({"protocol": protocol, "system": system, "arm": arm, "static": float(bq.mean()), "ndcg@10": float(tq.mean()),
+                                   "delta": d.mean, "ci": [d.lo, d.hi], "ci_seeds_queries": [d2.lo, d2.hi],
+                                   "relative": d.mean / bq.mean() if bq.mean() else float("nan"),
+                                   "p": stats.paired_permutation_test(tq, bq, seed=seed), "per_seed_delta": per_seed,
+                                   "n_queries": int(len(tq)), "n_seeds": int(len(t))})
+    rerank = [r for r in final_rows if r["system"] == "rerank"]
+    for r, p in zip(rerank, stats.adjust([r["p"] for r in rerank])):
+        r["p_holm"] = float(p)
+    return {"curves": curve_rows, "final": final_rows}
