@@ -14,6 +14,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,10 +207,17 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
     """`notebooks/README.md`: one row per checkpoint, filled from the executed notebooks' Findings."""
     state = state if state is not None else json.loads((build / "build.json").read_text())
     sources = {int(p.stem[:2]): p for p in discover()}
-    rows, total = [], 0.0
+    previous = _previous_rows(target)
+    rows, total, kept = [], 0.0, []
     for n, title in TITLES.items():
         src = sources.get(n)
         finding: Finding | None = read_finding(build / f"{src.stem}.ipynb") if src and (build / f"{src.stem}.ipynb").exists() else None
+        if finding is None and src and n in previous:  # built earlier (e.g. on another machine), not in this build folder
+            row, seconds = previous[n]
+            rows.append(row)
+            total += seconds
+            kept.append(f"{n:02d}")
+            continue
         if finding is None:
             rows.append(f"| {n:02d} | {title} | — | — | — | not built yet | {f'[{src.name}]({src.name})' if src else '—'} |")
             continue
@@ -227,11 +235,27 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
         "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine "
         "(each notebook reads cached pools and results; the first build also scores the pairs no earlier run scored).\n\n"
+        + (f"Rows {', '.join(kept)} are kept from the previous index: those notebooks were not executed into this build folder "
+           "(`lethe-lab notebooks build --only ...` rebuilt the others).\n\n" if kept else "")
+        +
         "Re-run one notebook with other parameters: `.venv/bin/lethe-lab notebooks build --only 12 --force`, or open the "
         "`.py` file in Jupyter (jupytext) and edit its `parameters` cell.\n"
     )
     target.write_text(text)
     return target
+
+
+def _previous_rows(target: Path) -> dict[int, tuple[str, float]]:
+    """The built rows of an existing index, by checkpoint number, with their run time in seconds."""
+    if not target.exists():
+        return {}
+    out = {}
+    for line in target.read_text().splitlines():
+        m = re.match(r"\| (\d\d) \|", line)
+        if m and "not built yet" not in line:
+            t = re.search(r"· (\d+) s \|$", line)
+            out[int(m.group(1))] = (line, float(t.group(1)) if t else 0.0)
+    return out
 
 
 def _cell(text: str) -> str:

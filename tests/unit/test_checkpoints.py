@@ -86,3 +86,18 @@ def test_a_findings_numbers_are_strict_json():
                 numbers={"p": np.float64("nan"), "ci": np.array([0.1, 0.2])})
     json.dumps(f._repr_mimebundle_()[MIME], allow_nan=False)  # raises on NaN
     assert f._repr_mimebundle_()[MIME]["numbers"] == {"p": None, "ci": [0.1, 0.2]}
+
+
+def test_index_keeps_rows_of_notebooks_not_in_this_build(tmp_path):
+    f = Finding(checkpoint=3, title="t", claim="new claim", reference="r", ours="o", verdict="holds", why="w")
+    src = discover(["03"])[0]
+    (tmp_path / f"{src.stem}.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: f._repr_mimebundle_()[MIME]}}]}]}))
+    target = tmp_path / "README.md"
+    old_05 = "| 05 | Recall analysis | old claim | r | o | **partly** | [05_recall_analysis.py](05_recall_analysis.py) · 36 s |"
+    target.write_text(f"{old_05}\n| 03 | x | stale | r | o | **partly** | x · 9 s |\n| 06 | y | — | — | — | not built yet | — |\n")
+    text = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, target).read_text()
+    assert old_05 in text  # not executed here: kept, with its run time in the total
+    assert "new claim" in text and "stale" not in text  # executed here: replaced
+    assert "| 06 | Adaptive depth + rescue cache | — | — | — | not built yet |" in text
+    assert "0.8 min" in text and "Rows 05 are kept" in text  # 12 s + 36 s
