@@ -92,8 +92,8 @@ def test_study_on_a_tiny_benchmark_is_deterministic_and_reused(tmp_path):
     from lethe_core.experiments.sdm_study import SDMExperiment
     from lethe_core.retrieval.pipeline import PipelineConfig
 
-    cfg = dict(seeds=2, benchmark_seeds=1, n_families=4, n_locations=500, pipeline=PipelineConfig(encoder="test:hash"),
-               n_resamples=200, progress=False)
+    cfg = dict(seeds=1, n_families=4, n_locations=200, pipeline=PipelineConfig(encoder="test:hash"), n_resamples=100,
+               progress=False)
     a = SDMExperiment(**cfg).run(tmp_path / "r1", tmp_path / "c")
     b = SDMExperiment(**cfg).run(tmp_path / "r2", tmp_path / "c")
     assert a["table"] == b["table"] and a["paired"] == b["paired"]
