@@ -22,9 +22,9 @@
 # (no memory), SDM, SDM + clean-up, on the same bundled MiniLM vectors; `seeds` seeds of the generator and the
 # hyperplanes, bootstrap CIs over queries and t-intervals over seeds, paired tests SDM − FAISS.
 # `dataset`, `reranker`, `backend`, `conversations`, `limit_queries` and `burn_in` are declared for the common
-# interface and not used (no cross-encoder, no LoCoMo). Cost of the full run: embedding about 7,000 short texts
-# once (≈ 2 min of CPU here; cached afterwards) plus ≈ 3 s of SDM per seed. With fewer than 3 seeds (the tests'
-# small parameters) the notebook runs a smoke configuration: one benchmark of 20 families (100 events, 400
+# interface and not used (no cross-encoder, no LoCoMo). Cost of the full run: embedding about 5,400 short
+# texts once (2–3 min of CPU here; cached afterwards) plus ≈ 3 s of SDM per seed and generator. With fewer
+# than 3 seeds (the tests' small parameters) the notebook runs a smoke configuration: one benchmark of 20 families (100 events, 400
 # queries; `benchmark_seeds`, `families` below), whose numbers are not the study's.
 
 # %% tags=["parameters"]
