@@ -1,0 +1,157 @@
+"""Checkpoint 04: the learned MLP adapter against the static pipeline over a usage stream, under the reference's
+protocol and a held-out one (docs/mlp_adapter.md).
+
+The same shape as `mutation_study` (whose `MutationStudy.run` builds only its own mechanisms, so the loop is
+repeated here; its splits and `summarise` are reused): for each protocol, split,
+seed and arm, `usage_stream.run_stream` drives an `mlp_adapter.MLPAdapter` for `steps` queries and evaluates the
+frozen state every `eval_every` steps (NDCG@10 of the dense top-30 reranked by the cross-encoder, and of the dense
+order); static is evaluated once per split. `paper`: the schedule draws from the evaluation queries (train = test);
+`heldout`: the stream runs on one half of the queries (by conversation on LoCoMo, seeded elsewhere) and the other
+half is evaluated, both directions. Curves, final-step paired tests and Holm p come from `mutation_study.summarise`;
+the verdict is read at the final step. `summary["peak"]` shows what the reference's pick (the step of the best
+paper-protocol Δ, chosen on the evaluation queries) is worth on held-out data at that same step.
+
+Results: `data/results/mlp-adapter-<dataset>-<reranker>-<hash>/` with config.json, curves.parquet, final.parquet,
+trace.parquet (the adapter's diagnostics per evaluation: adapter norms, drift, loss, counts) and summary.json.
+A finished run with the same config is read back instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..datasets import load_dataset
+from ..inference.pair_cache import identity_of
+from ..mlp_adapter import ARMS, UPDATES, MLPAdapter, MLPParams
+from ..paths import cache_dir, results_dir
+from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.rerank import resolve_reranker
+from ..second_stage import DEFAULT_MODE, MODES
+from ..usage_stream import K_FETCH, PROTOCOLS, StaticMechanism, StreamData, Verdicts, eval_steps, run_stream
+from .mutation_study import PAPER_SEED, MutationStudy, summarise
+from .systems import _atomic_write, _slug
+
+
+@dataclass
+class MLPAdapterStudy:
+    """Static vs the MLP adapter arms over a usage stream; `run()` writes data/results/mlp-adapter-.../ and returns the summary."""
+
+    arms: tuple[str, ...] = ARMS  # mlp (the rule as specified) | gated (our approximation of the reference's gates)
+    dataset: str = "locomo"
+    path: str | None = None
+    reranker: str = "auto"
+    backend: str = "auto"
+    conversations: int | None = None
+    limit_queries: int | None = None
+    protocols: tuple[str, ...] = PROTOCOLS
+    steps: int = 1200
+    eval_every: int = 100
+    seeds: int = 3  # seeds 42, 43, ...
+    update_mode: str = "step"  # step (one Adam step per stream step) | turn (the reference's: one per retrieved turn)
+    params: MLPParams = field(default_factory=MLPParams)
+    k: int = K_FETCH
+    second_stage: str = DEFAULT_MODE
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    progress: bool = True
+
+    def __post_init__(self):
+        self.arms = tuple(self.arms)
+        if not self.arms or any(a not in ARMS for a in self.arms):
+            raise ValueError(f"arms must be among {ARMS}, got {self.arms!r}")
+        self.protocols = tuple(self.protocols)
+        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
+            raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
+        if self.steps < 1 or self.eval_every < 1 or self.seeds < 1 or self.k < 10:
+            raise ValueError("steps, eval_every and seeds must be >= 1 and k >= 10")
+        if self.update_mode not in UPDATES:
+            raise ValueError(f"update_mode must be one of {UPDATES}, got {self.update_mode!r}")
+        if self.second_stage not in MODES:
+            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+
+    splits = MutationStudy.splits  # (split name, training positions, evaluation positions) of a protocol
+
+    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
+        from tqdm.auto import tqdm
+
+        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
+        root = Path(cache_root or cache_dir())
+        reranker = resolve_reranker(self.reranker, backend=self.backend)
+        seeds = [PAPER_SEED + s for s in range(self.seeds)]
+        config = {**asdict(self), "arms": list(self.arms), "protocols": list(self.protocols), "pipeline": asdict(self.pipeline),
+                  "params": asdict(self.params), "seeds": seeds, "reranker_resolved": reranker.name,
+                  "reranker_identity": identity_of(reranker), "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
+        config.pop("progress")
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        out = Path(results_root or results_dir()) / f"mlp-adapter-{ds.name}-{_slug(reranker.name)}-{digest}"
+        done = out / "summary.json"
+        if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
+                json.dumps(config, default=str)):
+            return json.loads(done.read_text())
+
+        data = StreamData.load(ds, self.pipeline, root, self.progress)
+        verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", self.second_stage)
+        checkpoints = eval_steps(self.steps, self.eval_every)
+        frames, traces = [], []
+        jobs = [(p, split, tr, ev) for p in self.protocols for split, tr, ev in self.splits(data, p)]
+        try:
+            for protocol, split, train, evaluate in jobs:
+                tag = dict(protocol=protocol, split=split)
+                static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
+                for seed in seeds:  # static: the same at every step and seed
+                    frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
+                for seed in tqdm(seeds, desc=f"mlp adapter {protocol} {split}", unit="seed", disable=not self.progress):
+                    for arm in self.arms:
+                        mech = MLPAdapter(data.turn_vectors, arm, self.params, seed=seed, update_mode=self.update_mode)
+                        res = run_stream(data, verdicts, mech, train, evaluate, self.steps, self.eval_every, seed, self.k)
+                        frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
+                        traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
+        finally:
+            counts = verdicts.counts
+            if counts["hits"] or counts["scored"]:
+                verdicts.cache.record_build(f"mlp-adapter {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
+            verdicts.close()
+        curves = pd.concat(frames, ignore_index=True)
+        final = curves[curves["step"] == self.steps].reset_index(drop=True)
+        trace = pd.DataFrame(traces)
+        summary = summarise(curves, self.steps, list(self.arms), list(self.protocols))
+        summary["peak"] = peak_pick(summary["curves"], list(self.arms), list(self.protocols))
+        summary.update({"mechanism": "mlp-adapter", "dataset": ds.name, "reranker": reranker.name,
+                        "reranker_identity": identity_of(reranker), "n_queries": len(ds.queries), "n_turns": len(data.ids),
+                        "n_parameters": self.params.n_parameters, "seeds": seeds, "steps": self.steps,
+                        "eval_every": self.eval_every, "eval_steps": checkpoints, "update_mode": self.update_mode,
+                        "pairs": counts, "results_dir": str(out), "config": config})
+        out.mkdir(parents=True, exist_ok=True)
+        _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
+        _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
+        _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
+        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
+        _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
+        return summary
+
+
+def peak_pick(curve_rows: list[dict], arms: list[str], protocols: list[str]) -> list[dict]:
+    """The reference's pick: per arm, the step (> 0) with the best mean rerank Δ vs static under the paper protocol —
+    chosen on the evaluation queries — and the held-out Δ (with its CI) at that same step."""
+    rows = pd.DataFrame([r for r in curve_rows if r["system"] == "rerank" and r["arm"] != "static" and r["step"] > 0])
+    out = []
+    if rows.empty or "paper" not in protocols:
+        return out
+    for arm in arms:
+        paper = rows[(rows["protocol"] == "paper") & (rows["arm"] == arm)]
+        if paper.empty:
+            continue
+        best = paper.loc[paper["delta"].idxmax()]
+        item = {"arm": arm, "step": int(best["step"]), "paper_delta": float(best["delta"]),
+                "paper_ci": [float(best["delta_lo"]), float(best["delta_hi"])],
+                "paper_relative": float(best["delta"] / (best["ndcg@10"] - best["delta"])) if best["ndcg@10"] != best["delta"] else float("nan")}
+        held = rows[(rows["protocol"] == "heldout") & (rows["arm"] == arm) & (rows["step"] == best["step"])]
+        if len(held):
+            h = held.iloc[0]
+            item.update(heldout_delta=float(h["delta"]), heldout_ci=[float(h["delta_lo"]), float(h["delta_hi"])])
+        out.append(item)
+    return out
