@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..paths import results_dir
 from ..rescue_list import RescueList, RescueParams, learn_step, rescued_retrieval
 from ..retrieval.pipeline import PipelineConfig
 from ..rif import fast
@@ -33,8 +32,8 @@ from ..rif.replay import Arm, score
 from ..rif.state import RIFParams, SuppressionState
 from ..routing import InjectedScorer
 from ..second_stage import DEFAULT_MODE, MODES
-from .rif import PAPER_SEED, RIFExperiment
-from .routing_study import contrasts, curve_table, reuse_or_run, run_id
+from .rif import PAPER_SEED
+from .routing_study import contrasts, curve_table, run_study
 
 PROTOCOLS = ("sample100", "paper", "heldout")
 BASE = "clustered30-gap"
@@ -125,17 +124,8 @@ class RescueStudy:
             yield train, evaluate, split, train[sched]
 
     def run(self, results_root: Path | None = None) -> dict:
-        exp = RIFExperiment(dataset=self.dataset, path=self.path, reranker=self.reranker, backend=self.backend,
-                            conversations=self.conversations, limit_queries=self.limit_queries, second_stage=self.second_stage,
-                            calibration=self.calibration, pipeline=self.pipeline, progress=self.progress, burn_in=self.burn_in)
-        ctx, info = exp.context(entries=False)
-        config = {**asdict(self), "rif": asdict(self.rif), "pipeline": asdict(self.pipeline),
-                  "variant_params": {v: asdict(VARIANTS[v]) for v in self.variants},
-                  "seed_list": [PAPER_SEED + s for s in range(self.seeds)], "reranker_resolved": info["reranker"],
-                  "pool_key": info["pool_key"], "dataset_fingerprint": ctx.dataset.fingerprint}
-        config.pop("progress")
-        out = Path(results_root or results_dir()) / run_id("rescue", ctx.dataset.name, info["reranker"], config)
-        return reuse_or_run(out, config, lambda: self._compute(ctx, info))
+        return run_study(self, "rescue", results_root, rif=asdict(self.rif),
+                         variant_params={v: asdict(VARIANTS[v]) for v in self.variants})
 
     def replay_split(self, ctx, scorer, train, evaluate, schedule, seed: int, tag: dict) -> tuple[list, list, list]:
         """Every arm on one (train, evaluate, schedule): final frozen rows, curve rows, rescue-list sizes."""

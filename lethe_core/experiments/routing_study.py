@@ -100,6 +100,21 @@ def run_id(prefix: str, dataset: str, reranker: str, config: dict) -> str:
     return f"{prefix}-{dataset}-{_slug(reranker)}-" + hashlib.sha256(json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
+def run_study(study, prefix: str, results_root: Path | None, **extra) -> dict:
+    """The shared `run()` of the routing and rescue studies: the replay context of `RIFExperiment` (same dataset,
+    reranker, pools), the config (the study's fields + `extra` + what identifies the pools), then `reuse_or_run`."""
+    exp = RIFExperiment(dataset=study.dataset, path=study.path, reranker=study.reranker, backend=study.backend,
+                        conversations=study.conversations, limit_queries=study.limit_queries, second_stage=study.second_stage,
+                        calibration=study.calibration, pipeline=study.pipeline, progress=study.progress, burn_in=study.burn_in)
+    ctx, info = exp.context(entries=False)
+    config = {**asdict(study), "pipeline": asdict(study.pipeline), **extra,
+              "seed_list": [PAPER_SEED + s for s in range(study.seeds)], "reranker_resolved": info["reranker"],
+              "pool_key": info["pool_key"], "dataset_fingerprint": ctx.dataset.fingerprint}
+    config.pop("progress")
+    out = Path(results_root or results_dir()) / run_id(prefix, ctx.dataset.name, info["reranker"], config)
+    return reuse_or_run(out, config, lambda: study._compute(ctx, info))
+
+
 @dataclass
 class RoutingStudy:
     dataset: str = "locomo"
@@ -133,16 +148,7 @@ class RoutingStudy:
         return [("routing", False)] + ([("routing+explore", True)] if self.explore else [])
 
     def run(self, results_root: Path | None = None) -> dict:
-        rif = RIFExperiment(dataset=self.dataset, path=self.path, reranker=self.reranker, backend=self.backend,
-                            conversations=self.conversations, limit_queries=self.limit_queries, second_stage=self.second_stage,
-                            calibration=self.calibration, pipeline=self.pipeline, progress=self.progress, burn_in=self.burn_in)
-        ctx, info = rif.context(entries=False)
-        config = {**asdict(self), "params": asdict(self.params), "pipeline": asdict(self.pipeline),
-                  "seed_list": [PAPER_SEED + s for s in range(self.seeds)], "reranker_resolved": info["reranker"],
-                  "pool_key": info["pool_key"], "dataset_fingerprint": ctx.dataset.fingerprint}
-        config.pop("progress")
-        out = Path(results_root or results_dir()) / run_id("routing", ctx.dataset.name, info["reranker"], config)
-        return reuse_or_run(out, config, lambda: self._compute(ctx, info))
+        return run_study(self, "routing", results_root, params=asdict(self.params))
 
     def _compute(self, ctx, info) -> tuple[dict, dict[str, pd.DataFrame]]:
         from tqdm.auto import tqdm
