@@ -105,9 +105,7 @@ class EmbeddingMutation:
         self.retrievals[top] += 1
         self.last[top] = step
         self.affinity[top] = (1 - p.alpha) * self.affinity[top] + p.alpha * verdict
-        q = normalize(qvec)
-        for j in top[self.tier[top] == GC]:
-            self.mutate(int(j), q)
+        self.mutate(top[self.tier[top] == GC], normalize(qvec))
         self.transitions(step)
         if step > 0 and step % p.decay_every == 0:
             self.decay(step)
@@ -121,39 +119,56 @@ class EmbeddingMutation:
         return out
 
     # --- the rule
-    def sigma(self, j: int) -> float:
+    def sigma(self, j):
+        """σ of turn(s) j: fixed (random arm) or σ0·(1 − affinity)^γ (adaptive)."""
         p = self.params
         if self.arm == "random":
-            return p.random_sigma
+            return np.full(np.shape(j), p.random_sigma) if np.ndim(j) else p.random_sigma
         return p.sigma0 * (1.0 - self.affinity[j]) ** p.gamma
 
-    def propose(self, j: int) -> np.ndarray:
-        """Mutants of turn j: normalize(e + N(0, σ²I)), n_mutants of them (adaptive) or one (random)."""
+    def propose(self, j) -> np.ndarray:
+        """Mutants normalize(e + N(0, σ²I)): n_mutants per turn (adaptive) or one (random); shape (n, d) for one
+        turn j, (len(j), n, d) for an array of turns."""
         n = self.params.n_mutants if self.arm == "adaptive" else 1
-        e = self.vectors[j]
-        return normalize(e + self.rng.normal(0.0, self.sigma(j), size=(n, e.shape[0])).astype(np.float32))
+        js = np.atleast_1d(j)
+        e = self.vectors[js][:, None, :]
+        sigma = np.atleast_1d(self.sigma(js))[:, None, None]
+        noise = self.rng.normal(0.0, 1.0, size=(len(js), n, e.shape[2])) * sigma
+        mutants = normalize((e + noise).astype(np.float32))
+        return mutants if np.ndim(j) else mutants[0]
+
+    def accept_many(self, js: np.ndarray, q: np.ndarray, mutants: np.ndarray) -> np.ndarray:
+        """Per turn, the index of the accepted mutant or −1. Adaptive: the best by cosine to the query, if it gains
+        more than δ over the current vector and keeps cosine ≥ anchor to the original. Random: the (single) mutant if
+        it keeps the anchor."""
+        p = self.params
+        anchors = np.einsum("mnd,md->mn", mutants, self.original[js])
+        if self.arm == "random":
+            return np.where(anchors[:, 0] >= p.anchor, 0, -1)
+        gains = mutants @ q - (self.vectors[js] @ q)[:, None]
+        best = np.argmax(gains, axis=1)
+        rows = np.arange(len(js))
+        ok = (gains[rows, best] > p.delta) & (anchors[rows, best] >= p.anchor)
+        return np.where(ok, best, -1)
 
     def accept(self, j: int, q: np.ndarray, mutants: np.ndarray) -> int | None:
-        """Index of the accepted mutant or None. Adaptive: the best by cosine to the query, if it gains more than δ
-        over the current vector and keeps cosine ≥ anchor to the original. Random: the mutant if it keeps the anchor."""
-        p = self.params
-        anchor_ok = mutants @ self.original[j] >= p.anchor
-        if self.arm == "random":
-            return 0 if anchor_ok[0] else None
-        gains = mutants @ q - float(self.vectors[j] @ q)
-        best = int(np.argmax(gains))
-        return best if gains[best] > p.delta and anchor_ok[best] else None
+        """`accept_many` for one turn and its (n, d) mutants: the accepted index or None."""
+        pick = int(self.accept_many(np.array([j]), q, np.asarray(mutants, dtype=np.float32)[None])[0])
+        return None if pick < 0 else pick
 
-    def mutate(self, j: int, q: np.ndarray) -> bool:
-        mutants = self.propose(j)
-        self.tried += 1
-        pick = self.accept(j, q, mutants)
-        if pick is None:
-            return False
-        self.vectors[j] = mutants[pick]
-        self.generation[j] += 1
-        self.accepted += 1
-        return True
+    def mutate(self, js: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """Propose and test mutants for the distinct turns js; returns the acceptance mask."""
+        js = np.asarray(js, dtype=np.int64)
+        if len(js) == 0:
+            return np.zeros(0, dtype=bool)
+        mutants = self.propose(js)
+        pick = self.accept_many(js, q, mutants)
+        ok = pick >= 0
+        self.vectors[js[ok]] = mutants[np.flatnonzero(ok), pick[ok]]
+        self.generation[js[ok]] += 1
+        self.tried += len(js)
+        self.accepted += int(ok.sum())
+        return ok
 
     def transitions(self, step: int) -> None:
         p = self.params

@@ -157,7 +157,7 @@ class Verdicts:
             key = self._key(int(qi))
             memo = self._memo.setdefault(key, {})
             new = missing.setdefault(key, {})
-            new.update((int(j), None) for j in d if int(j) not in memo)
+            new.update((j, None) for j in np.asarray(d, dtype=np.int64).tolist() if j not in memo)
         by_model: dict[int, list[tuple[tuple[int, str], list[int]]]] = {}
         for key, new in missing.items():
             if new:
@@ -168,7 +168,11 @@ class Verdicts:
             got = scorer.score_many([(text, [self.data.texts[j] for j in new]) for (_, text), new in items])
             for (key, new), logits in zip(items, got):
                 self._memo[key].update(zip(new, (float(x) for x in logits)))
-        return [np.array([self._memo[self._key(int(qi))][int(j)] for j in d], dtype=np.float32) for qi, d in zip(qis, docs)]
+        out = []
+        for qi, d in zip(qis, docs):
+            memo = self._memo[self._key(int(qi))]
+            out.append(np.array([memo[j] for j in np.asarray(d, dtype=np.int64).tolist()], dtype=np.float32))
+        return out
 
     @property
     def counts(self) -> dict:

@@ -213,3 +213,84 @@ def summarise(curves: pd.DataFrame, final_step: int, arms: list[str], protocols:
     for r, p in zip(rerank, stats.adjust([r["p"] for r in rerank])):
         r["p_holm"] = float(p)
     return {"curves": curve_rows, "final": final_rows}
+
+
+# --- views for the notebooks (tables only; no computation beyond reshaping)
+def curve_table(summary: dict, system: str = "rerank") -> pd.DataFrame:
+    """NDCG@10 over steps per protocol and arm (mean, 95 % CI over queries of the seed-mean)."""
+    c = pd.DataFrame(summary["curves"])
+    return c[c["system"] == system].reset_index(drop=True)
+
+
+def final_table(summary: dict) -> pd.DataFrame:
+    """The final-step comparison with static, one row per protocol, system and arm."""
+    f = pd.DataFrame(summary["final"])
+    f[["lo", "hi"]] = pd.DataFrame(f["ci"].tolist(), index=f.index)
+    f[["lo_seeds", "hi_seeds"]] = pd.DataFrame(f["ci_seeds_queries"].tolist(), index=f.index)
+    return f.drop(columns=["ci", "ci_seeds_queries"])
+
+
+def drift_table(summary: dict) -> pd.DataFrame:
+    """The mechanisms' diagnostics per protocol, arm and step, averaged over seeds and held-out directions, with the
+    spread over seeds (min / max) of the drift measures."""
+    d = pd.DataFrame(summary["drift"])
+    if d.empty:
+        return d
+    num = [c for c in d.columns if c not in ("protocol", "split", "arm", "seed", "step") and pd.api.types.is_numeric_dtype(d[c])]
+    g = d.groupby(["protocol", "arm", "step"], sort=False)
+    out = g[num].mean()
+    for col in ("anchor_cos", "nn_overlap"):
+        if col in d:
+            out[f"{col}_min"], out[f"{col}_max"] = g[col].min(), g[col].max()
+    return out.reset_index()
+
+
+STEP_AXIS = "usage-stream step (queries issued)"
+
+
+def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(label=frame["arm"] + " / " + frame["protocol"])
+
+
+def curve_figures(summary: dict) -> list:
+    """Per protocol: reranked NDCG@10 of every arm over the stream (95 % CI bands); then the paired Δ vs static of
+    every arm and protocol, and the dense order alone."""
+    from .. import figures
+
+    name = summary["dataset"]
+    curves = curve_table(summary, "rerank")
+    out = [figures.line_ci(curves[curves["protocol"] == p], "step", "ndcg@10", "lo", "hi",
+                           f"{name}, {p} protocol: dense top-30 + cross-encoder over the usage stream", STEP_AXIS,
+                           "NDCG@10 (mean, 95 % CI)", color="arm") for p in summary["config"]["protocols"]]
+    out.append(figures.line_ci(_labelled(curves[curves["arm"] != "static"]), "step", "delta", "delta_lo", "delta_hi",
+                               f"{name}: change in NDCG@10 against static (paired)", STEP_AXIS,
+                               "ΔNDCG@10 vs static (95 % CI)", color="label"))
+    out.append(figures.line_ci(_labelled(curve_table(summary, "dense")), "step", "ndcg@10", "lo", "hi",
+                               f"{name}: dense order alone (no reranker) over the usage stream", STEP_AXIS,
+                               "NDCG@10 of the dense top-10 (mean, 95 % CI)", color="label"))
+    return out
+
+
+def final_figure(summary: dict):
+    """Bars of the final-step Δ vs static (reranked) per arm and protocol, 95 % CI over queries."""
+    from .. import figures
+
+    f = final_table(summary)
+    return figures.bar_ci(_labelled(f[f["system"] == "rerank"]), "label", "delta", "lo", "hi",
+                          f"{summary['dataset']}: final-step change in NDCG@10 against static (reranked)", "arm / protocol",
+                          "ΔNDCG@10 at the final step (95 % CI over queries)")
+
+
+def drift_figures(summary: dict) -> list:
+    """Anchor cosine and neighbour overlap of the moved turns over the stream (mean, min–max over seeds)."""
+    from .. import figures
+
+    d = drift_table(summary)
+    if d.empty:
+        return []
+    d = _labelled(d)
+    return [figures.line_ci(d.dropna(subset=[col]), "step", col, f"{col}_min", f"{col}_max",
+                            f"{summary['dataset']}: drift of the moved vectors ({col})", STEP_AXIS,
+                            f"{what} (mean, min–max over seeds)", color="label")
+            for col, what in (("anchor_cos", "mean cosine of moved turns to their original vector"),
+                              ("nn_overlap", "share of top-10 neighbours kept (moved turns)"))]
