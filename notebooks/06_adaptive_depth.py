@@ -122,6 +122,21 @@ figures.style(fig, f"Adaptive depth: gain against cost ({dataset}), trigger shar
 display(sweep[sweep["depth"] == D].pivot_table(index="share", columns=["protocol", "rescue"], values=["delta", "pairs"]).round(4))
 
 # %% [markdown]
+# ## Reading
+#
+# Two things decide this checkpoint, and both are in the tables above. First, *always* going deep (`deep100`) is
+# what adaptive depth interpolates towards; with the fold-trained cross-encoder a deeper pool is not better than the
+# shallow one (and the control arm, the whole 30-leg union, is barely better either): this reranker does not turn
+# deeper candidates into better top-10s (the teacher-quality finding of RESULTS.md), so no trigger share can buy
+# much, whatever it costs. The paper's MS MARCO model did use deeper candidates on LongMemEval; with it the sweep
+# may look different. Second, rescued turns are deep candidates the reranker liked for a *similar* question; added
+# to this question's pool they compete for its top-10 and, with a reranker this noisy, displace relevant turns more
+# often than they add them — on hot questions too, where the cache holds the question's own deep candidates. The
+# acceptance score is tied to the trigger threshold (docs/adaptive_depth.md); a stricter acceptance would add fewer
+# turns and is an open knob we did not sweep. The reference's +28.7 % came from hot questions with a cache that
+# memorised its own evaluation questions, measured once, without a cost.
+
+# %% [markdown]
 # ## Verdict
 #
 # The claim is judged on the held-out protocol (questions the system never streamed), for the reference's
