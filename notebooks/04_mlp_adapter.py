@@ -22,9 +22,10 @@
 # (`auto`) is routed per question to the fold that never saw its conversation. NFCorpus (full run only): the `mlp`
 # arm, 800 steps; the only offline cross-encoder is trained on LoCoMo, so it measures transfer as well.
 #
-# Cost of the full run (estimated, not yet measured at full parameters on this machine): LoCoMo 1,200 steps × 3
-# stream jobs × 3 seeds × 2 arms ≈ 22k stream steps (~5–10 ms each) plus 13 frozen evaluations per run, and
-# NFCorpus 800 steps × 3 × 3 — about 6–8 min of CPU once the pools are cached, plus the cross-encoder on the (query,
+# Cost of the full run (estimated, not yet run at full parameters): LoCoMo (1,536 questions, 5,882 turns) 1,200 steps
+# × 3 stream jobs × 3 seeds × 2 arms ≈ 22k stream steps (~5 ms each) plus 13 frozen evaluations per run (a 100-step
+# probe with 3 evaluations on full LoCoMo took 3.6 s of CPU), and NFCorpus 800 steps × 3 × 3 — about 4–6 min of CPU
+# once the embeddings are cached (NFCorpus's 3,633 documents need embedding once), plus the cross-encoder on the (query,
 # turn) pairs the moved turns bring into a top-30 for the first time (scored once, then cached). The small test run
 # (`conversations` or `limit_queries` set) runs the `mlp` arm only, 4 evaluations, no NFCorpus.
 

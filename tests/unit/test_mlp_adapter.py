@@ -14,6 +14,15 @@ from lethe_core.mlp_adapter import DeltaNet, MLPAdapter, MLPParams, torch_init
 from lethe_core.usage_stream import Mechanism, normalize
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_blas_thread():
+    """As in `run_stream`: threaded BLAS on these small products is many times slower."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def vectors(n=40, seed=0):
     return normalize(np.random.default_rng(seed).normal(size=(n, 384)))
 
