@@ -22,7 +22,7 @@
 # always frozen (RIF state and rescue lists untouched), 3 seeds, 95 % CIs over queries, paired permutation tests
 # against clustered30-gap RIF. Scores are the pools' calibrated logits, so the rescue threshold t is on that scale.
 #
-# Heavy step: the 80-deep pools must be scored once by the trained reranker (about 2,000 questions × up to 160 turns):
+# Heavy step: the 80-deep pools must be scored once by the trained reranker (1,536 questions × up to 160 turns; the 100-deep pools of notebook 06 hold every one of these pairs already):
 # `lethe-lab systems locomo --k-leg 80` (or this notebook's first run, which builds them through the pair-score
 # cache). Rescues injected outside a query's own union are scored only when they reach its top-30 (pair cache; the
 # count is in the summary). With cached pools and pairs the replay costs about 3–4 min of CPU (13 arms × 3 seeds ×
