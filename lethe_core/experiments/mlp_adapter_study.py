@@ -1,11 +1,10 @@
 """Checkpoint 04: the learned MLP adapter against the static pipeline over a usage stream, under the reference's
 protocol and a held-out one (docs/mlp_adapter.md).
 
-The same shape as `mutation_study` (whose `MutationStudy.run` builds only its own mechanisms, so the loop is
-repeated here; its splits and `summarise` are reused): for each protocol, split,
-seed and arm, `usage_stream.run_stream` drives an `mlp_adapter.MLPAdapter` for `steps` queries and evaluates the
-frozen state every `eval_every` steps (NDCG@10 of the dense top-30 reranked by the cross-encoder, and of the dense
-order); static is evaluated once per split. `paper`: the schedule draws from the evaluation queries (train = test);
+The same shape as `mutation_study`, whose run loop (`run_study`), splits and `summarise` are reused: for each
+protocol, split, seed and arm, `usage_stream.run_stream` drives an `mlp_adapter.MLPAdapter` for `steps` queries and
+evaluates the frozen state every `eval_every` steps (NDCG@10 of the dense top-30 reranked by the cross-encoder, and
+of the dense order); static is evaluated once per split. `paper`: the schedule draws from the evaluation queries (train = test);
 `heldout`: the stream runs on one half of the queries (by conversation on LoCoMo, seeded elsewhere) and the other
 half is evaluated, both directions. Curves, final-step paired tests and Holm p come from `mutation_study.summarise`;
 the verdict is read at the final step. `summary["peak"]` shows what the reference's pick (the step of the best
@@ -18,23 +17,17 @@ A finished run with the same config is read back instead of recomputed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from ..datasets import load_dataset
 from ..inference.pair_cache import identity_of
 from ..mlp_adapter import ARMS, UPDATES, MLPAdapter, MLPParams
-from ..paths import cache_dir, results_dir
 from ..retrieval.pipeline import PipelineConfig
-from ..retrieval.rerank import resolve_reranker
 from ..second_stage import DEFAULT_MODE, MODES
-from ..usage_stream import K_FETCH, PROTOCOLS, StaticMechanism, StreamData, Verdicts, eval_steps, run_stream
-from .mutation_study import PAPER_SEED, MutationStudy, summarise
-from .systems import _atomic_write, _slug
+from ..usage_stream import K_FETCH, PROTOCOLS
+from .mutation_study import MutationStudy, StudyRun, run_study
 
 
 @dataclass
@@ -76,62 +69,18 @@ class MLPAdapterStudy:
     splits = MutationStudy.splits  # (split name, training positions, evaluation positions) of a protocol
 
     def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        from tqdm.auto import tqdm
+        def describe(summary: dict, run: StudyRun) -> None:
+            summary["peak"] = peak_pick(summary["curves"], list(self.arms), list(self.protocols))
+            summary.update({"mechanism": "mlp-adapter", "dataset": run.ds.name, "reranker": run.reranker.name,
+                            "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
+                            "n_turns": len(run.data.ids), "n_parameters": self.params.n_parameters, "seeds": run.seeds,
+                            "steps": self.steps, "eval_every": self.eval_every, "eval_steps": run.checkpoints,
+                            "update_mode": self.update_mode, "pairs": run.counts, "results_dir": str(run.out),
+                            "config": run.config})
 
-        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        root = Path(cache_root or cache_dir())
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
-        seeds = [PAPER_SEED + s for s in range(self.seeds)]
-        config = {**asdict(self), "arms": list(self.arms), "protocols": list(self.protocols), "pipeline": asdict(self.pipeline),
-                  "params": asdict(self.params), "seeds": seeds, "reranker_resolved": reranker.name,
-                  "reranker_identity": identity_of(reranker), "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
-        config.pop("progress")
-        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        out = Path(results_root or results_dir()) / f"mlp-adapter-{ds.name}-{_slug(reranker.name)}-{digest}"
-        done = out / "summary.json"
-        if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
-                json.dumps(config, default=str)):
-            return json.loads(done.read_text())
-
-        data = StreamData.load(ds, self.pipeline, root, self.progress)
-        verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", self.second_stage)
-        checkpoints = eval_steps(self.steps, self.eval_every)
-        frames, traces = [], []
-        jobs = [(p, split, tr, ev) for p in self.protocols for split, tr, ev in self.splits(data, p)]
-        try:
-            for protocol, split, train, evaluate in jobs:
-                tag = dict(protocol=protocol, split=split)
-                static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
-                for seed in seeds:  # static: the same at every step and seed
-                    frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
-                for seed in tqdm(seeds, desc=f"mlp adapter {protocol} {split}", unit="seed", disable=not self.progress):
-                    for arm in self.arms:
-                        mech = MLPAdapter(data.turn_vectors, arm, self.params, seed=seed, update_mode=self.update_mode)
-                        res = run_stream(data, verdicts, mech, train, evaluate, self.steps, self.eval_every, seed, self.k)
-                        frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
-                        traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
-        finally:
-            counts = verdicts.counts
-            if counts["hits"] or counts["scored"]:
-                verdicts.cache.record_build(f"mlp-adapter {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
-            verdicts.close()
-        curves = pd.concat(frames, ignore_index=True)
-        final = curves[curves["step"] == self.steps].reset_index(drop=True)
-        trace = pd.DataFrame(traces)
-        summary = summarise(curves, self.steps, list(self.arms), list(self.protocols))
-        summary["peak"] = peak_pick(summary["curves"], list(self.arms), list(self.protocols))
-        summary.update({"mechanism": "mlp-adapter", "dataset": ds.name, "reranker": reranker.name,
-                        "reranker_identity": identity_of(reranker), "n_queries": len(ds.queries), "n_turns": len(data.ids),
-                        "n_parameters": self.params.n_parameters, "seeds": seeds, "steps": self.steps,
-                        "eval_every": self.eval_every, "eval_steps": checkpoints, "update_mode": self.update_mode,
-                        "pairs": counts, "results_dir": str(out), "config": config})
-        out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
-        _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
-        _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
-        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
-        _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
-        return summary
+        return run_study(self, "mlp-adapter", "mlp adapter",
+                         lambda vectors, arm, seed: MLPAdapter(vectors, arm, self.params, seed=seed, update_mode=self.update_mode),
+                         describe, config_extra={"params": asdict(self.params)}, results_root=results_root, cache_root=cache_root)
 
 
 def peak_pick(curve_rows: list[dict], arms: list[str], protocols: list[str]) -> list[dict]:

@@ -15,7 +15,8 @@ Results: `data/results/mutation-<mechanism>-<dataset>-<reranker>-<hash>/` with c
 per protocol, split, seed, arm, step, query and system), final.parquet (the final step only), trace.parquet (the
 mechanism's diagnostics per evaluation: tiers, drift, acceptance counts) and summary.json (curves with 95 % CIs,
 the final paired comparison with static: CI over queries, CI over queries and seeds, permutation p, Holm-adjusted p).
-A finished run with the same config is read back instead of recomputed.
+A finished run with the same config is read back instead of recomputed. The run loop is `run_study`, shared with
+`mlp_adapter_study`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -112,61 +114,95 @@ class MutationStudy:
         return [("A->B", a, b), ("B->A", b, a)]
 
     def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        from tqdm.auto import tqdm
+        def describe(summary: dict, run: StudyRun) -> None:
+            summary.update({"mechanism": self.mechanism, "dataset": run.ds.name, "reranker": run.reranker.name,
+                            "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
+                            "n_turns": len(run.data.ids), "seeds": run.seeds, "steps": self.steps, "eval_every": self.eval_every,
+                            "eval_steps": run.checkpoints, "pairs": run.counts, "results_dir": str(run.out), "config": run.config,
+                            "drift": json.loads(run.trace.to_json(orient="records")) if len(run.trace) else []})
 
-        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        root = Path(cache_root or cache_dir())
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
-        seeds = [PAPER_SEED + s for s in range(self.seeds)]
-        config = {**asdict(self), "arms": list(self.arms), "protocols": list(self.protocols), "pipeline": asdict(self.pipeline),
-                  "seeds": seeds, "reranker_resolved": reranker.name, "reranker_identity": identity_of(reranker),
-                  "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
-        config.pop("progress")
-        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        out = Path(results_root or results_dir()) / f"mutation-{self.mechanism}-{ds.name}-{_slug(reranker.name)}-{digest}"
-        done = out / "summary.json"
-        if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
-                json.dumps(config, default=str)):
-            return json.loads(done.read_text())
+        return run_study(self, f"mutation-{self.mechanism}", self.mechanism,
+                         lambda vectors, arm, seed: make_mechanism(self.mechanism, arm, vectors, seed), describe,
+                         results_root=results_root, cache_root=cache_root)
 
-        data = StreamData.load(ds, self.pipeline, root, self.progress)
-        verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", self.second_stage)
-        checkpoints = eval_steps(self.steps, self.eval_every)
-        frames, traces = [], []
-        jobs = [(p, split, tr, ev) for p in self.protocols for split, tr, ev in self.splits(data, p)]
-        try:
-            for protocol, split, train, evaluate in jobs:
-                tag = dict(protocol=protocol, split=split)
-                static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
-                for seed in seeds:  # static: the same at every step and seed (its vectors never move)
-                    frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
-                for seed in tqdm(seeds, desc=f"{self.mechanism} {protocol} {split}", unit="seed", disable=not self.progress):
-                    for arm in self.arms:
-                        mech = make_mechanism(self.mechanism, arm, data.turn_vectors, seed)
-                        res = run_stream(data, verdicts, mech, train, evaluate, self.steps, self.eval_every, seed, self.k)
-                        frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
-                        traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
-        finally:
-            counts = verdicts.counts
-            if counts["hits"] or counts["scored"]:
-                verdicts.cache.record_build(f"mutation-{self.mechanism} {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
-            verdicts.close()
-        curves = pd.concat(frames, ignore_index=True)
-        final = curves[curves["step"] == self.steps].reset_index(drop=True)
-        trace = pd.DataFrame(traces)
-        summary = summarise(curves, self.steps, list(self.arms), list(self.protocols))
-        summary.update({"mechanism": self.mechanism, "dataset": ds.name, "reranker": reranker.name,
-                        "reranker_identity": identity_of(reranker), "n_queries": len(ds.queries), "n_turns": len(data.ids),
-                        "seeds": seeds, "steps": self.steps, "eval_every": self.eval_every, "eval_steps": checkpoints,
-                        "pairs": counts, "results_dir": str(out), "config": config,
-                        "drift": json.loads(trace.to_json(orient="records")) if len(trace) else []})
-        out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
-        _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
-        _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
-        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
-        _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
-        return summary
+
+@dataclass
+class StudyRun:
+    """What `run_study` computed, for the study's own summary fields."""
+
+    ds: object
+    reranker: object
+    data: StreamData
+    seeds: list[int]
+    checkpoints: list[int]
+    counts: dict
+    out: Path
+    config: dict
+    trace: pd.DataFrame
+
+
+def run_study(study, prefix: str, label: str, make: Callable[[np.ndarray, str, int], object],
+              describe: Callable[[dict, StudyRun], None], config_extra: dict | None = None,
+              results_root: Path | None = None, cache_root: Path | None = None) -> dict:
+    """The run loop shared by the usage-stream studies (`MutationStudy`, `mlp_adapter_study.MLPAdapterStudy`).
+
+    `study` is the study dataclass (dataset, reranker, protocols, arms, seeds, steps, eval_every, k, second_stage,
+    pipeline, progress, `splits`); `make(vectors, arm, seed)` builds an arm's mechanism; results go to
+    `<prefix>-<dataset>-<reranker>-<hash>/` (`label` names the progress bar); `config_extra` is merged into the config
+    after the pipeline; `describe(summary, run)` adds the study's own fields to the summary. A finished run with the
+    same config is read back instead of recomputed.
+    """
+    from tqdm.auto import tqdm
+
+    ds = load_dataset(study.dataset, study.path, study.conversations, study.limit_queries)
+    root = Path(cache_root or cache_dir())
+    reranker = resolve_reranker(study.reranker, backend=study.backend)
+    seeds = [PAPER_SEED + s for s in range(study.seeds)]
+    config = {**asdict(study), "arms": list(study.arms), "protocols": list(study.protocols), "pipeline": asdict(study.pipeline),
+              **(config_extra or {}), "seeds": seeds, "reranker_resolved": reranker.name,
+              "reranker_identity": identity_of(reranker), "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
+    config.pop("progress")
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    out = Path(results_root or results_dir()) / f"{prefix}-{ds.name}-{_slug(reranker.name)}-{digest}"
+    done = out / "summary.json"
+    if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
+            json.dumps(config, default=str)):
+        return json.loads(done.read_text())
+
+    data = StreamData.load(ds, study.pipeline, root, study.progress)
+    verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", study.second_stage)
+    checkpoints = eval_steps(study.steps, study.eval_every)
+    frames, traces = [], []
+    jobs = [(p, split, tr, ev) for p in study.protocols for split, tr, ev in study.splits(data, p)]
+    try:
+        for protocol, split, train, evaluate in jobs:
+            tag = dict(protocol=protocol, split=split)
+            static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
+            for seed in seeds:  # static: the same at every step and seed (its vectors never move)
+                frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
+            for seed in tqdm(seeds, desc=f"{label} {protocol} {split}", unit="seed", disable=not study.progress):
+                for arm in study.arms:
+                    res = run_stream(data, verdicts, make(data.turn_vectors, arm, seed), train, evaluate, study.steps,
+                                     study.eval_every, seed, study.k)
+                    frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
+                    traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
+    finally:
+        counts = verdicts.counts
+        if counts["hits"] or counts["scored"]:
+            verdicts.cache.record_build(f"{prefix} {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
+        verdicts.close()
+    curves = pd.concat(frames, ignore_index=True)
+    final = curves[curves["step"] == study.steps].reset_index(drop=True)
+    trace = pd.DataFrame(traces)
+    summary = summarise(curves, study.steps, list(study.arms), list(study.protocols))
+    describe(summary, StudyRun(ds, reranker, data, seeds, checkpoints, counts, out, config, trace))
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
+    _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
+    _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
+    _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
+    _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
+    return summary
 
 
 def _tables(curves: pd.DataFrame) -> dict:
