@@ -13,7 +13,12 @@
 #
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`; each query is scored by the fold model that
 # never saw its conversation). `lethe_core.routing` rebuilds the mechanism with the reference's constants
-# (docs/routing.md); the verdict is the pools' calibrated logit, so "positive verdict" = calibrated logit > 0.
+# (docs/routing.md); the verdict is the pools' calibrated logit. The reference's "positive verdict" is an MS MARCO
+# logit > 0; our reranker's calibrated top-1 scores all sit below 0, so read literally no route would ever be created
+# (a first full build did exactly that: 0 routes). The threshold is therefore mapped onto our scale by quantile
+# (`lethe_core.score_scale`): the reference's baseline top-1 logit was below 0 for 18.0 % of its questions (abstain@0,
+# checkpoint 16), so a verdict counts as positive above the score that 18 % of the *training* questions' top-1 scores
+# fall below (computed per split).
 # Routes are looked up for the query's cluster and appended after the RRF top-30, then the reranker sorts the whole
 # pool; injected turns outside the cached union are scored through the pair-score cache. Two protocols: the
 # reference's (hot/cold usage stream over the evaluation queries, then every query frozen) and a held-out one

@@ -20,7 +20,11 @@
 # with `default_rng(7 + seed index)`, burn-in from them, `sample_burn_in` steps), its validation run (all queries,
 # burn-in from them), and held-out (learn on one half of the conversations, evaluate on the other). Evaluation is
 # always frozen (RIF state and rescue lists untouched), 3 seeds, 95 % CIs over queries, paired permutation tests
-# against clustered30-gap RIF. Scores are the pools' calibrated logits, so the rescue threshold t is on that scale.
+# against clustered30-gap RIF. Scores are the pools' calibrated logits. The reference's thresholds (t = 1.0; 0 and 2 in
+# its threshold runs) are MS MARCO logits; our reranker's calibrated scores stay below 0 even for its top-1, so read
+# literally nothing would ever be rescued (a first full build did exactly that). Each t is mapped onto our scale by
+# quantile (`lethe_core.score_scale`): the score below which the same share of the training questions' top-1 scores
+# falls as the reference's top-1 logits fell below t (18.0 % below 0, 32.4 % below 2, checkpoint 16; linear between).
 #
 # Heavy step: the 80-deep pools must be scored once by the trained reranker (1,536 questions × up to 160 turns; the 100-deep pools of notebook 06 hold every one of these pairs already):
 # `lethe-lab systems locomo --k-leg 80` (or this notebook's first run, which builds them through the pair-score

@@ -16,7 +16,7 @@ Results: `data/results/rescue-<dataset>-<reranker>-<hash>/`: config.json, per_qu
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,7 @@ from ..rif.protocols import conversation_halves, hot_cold_schedule
 from ..rif.replay import Arm, score
 from ..rif.state import RIFParams, SuppressionState
 from ..routing import InjectedScorer
+from ..score_scale import SCALES, matched_threshold, top1_scores
 from ..second_stage import DEFAULT_MODE, MODES
 from .rif import PAPER_SEED
 from .routing_study import contrasts, curve_table, run_study
@@ -83,6 +84,9 @@ class RescueStudy:
     curve_arms: tuple[str, ...] = (BASE, "every5", "top3")
     curve_points: int = 2
     rif: RIFParams = field(default_factory=RIFParams)
+    # matched: each variant's threshold is the reference's MS MARCO logit, mapped per split onto our scale by the share
+    # of the training questions' top-1 scores below it (lethe_core.score_scale); raw: read as our score
+    scale: str = "matched"
     pipeline: PipelineConfig = field(default_factory=lambda: PipelineConfig(k_leg=80))
     second_stage: str = DEFAULT_MODE
     calibration: bool = True
@@ -100,6 +104,8 @@ class RescueStudy:
             raise ValueError("seeds, sample_size and k must be >= 1; burn-ins >= 0; n_resamples >= 100")
         if self.second_stage not in MODES:
             raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
         if self.rif.pool_size != self.pipeline.pool_size:
             raise ValueError("the RIF pool size must be the pipeline's pool size")
 
@@ -133,6 +139,7 @@ class RescueStudy:
         steps = len(schedule)
         at = {round(steps * c / (self.curve_points + 1)) for c in range(1, self.curve_points + 1)} - {steps}
         final, curves, lists = [], [], []
+        top1 = top1_scores(ctx.pools, train, self.pipeline.pool_size) if self.scale == "matched" else None
 
         def evaluate_all(arm, state, rescue, step, sink):
             for i in evaluate:
@@ -150,6 +157,8 @@ class RescueStudy:
                 evaluate_all(arm, None, None, steps, final)
                 continue
             state = SuppressionState(int(clusters_of.max()) + 1, ctx.n_entries, arm.params)
+            if rp is not None and top1 is not None:
+                rp = replace(rp, threshold=matched_threshold(rp.threshold, top1))
             rescue = RescueList(rp) if rp is not None else None
             marks = sorted(at) if arm.name in self.curve_arms else []
             start = 0
@@ -161,7 +170,7 @@ class RescueStudy:
                 start = stop
                 evaluate_all(arm, state, rescue, stop, final if stop == steps else curves)
             if rescue is not None:
-                lists.append({**tag, "arm": arm.name, "rescues": rescue.size(), "pruned": rescue.pruned, "evicted": rescue.evicted,
+                lists.append({**tag, "arm": arm.name, "threshold": rp.threshold, "rescues": rescue.size(), "pruned": rescue.pruned, "evicted": rescue.evicted,
                               "clusters_with_rescues": sum(1 for t in rescue.items.values() if t)})
         return final, curves, lists
 

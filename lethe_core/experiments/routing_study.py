@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -29,6 +29,7 @@ from ..paths import results_dir
 from ..retrieval.pipeline import PipelineConfig
 from ..rif.protocols import conversation_halves, hot_cold_schedule
 from ..routing import STATIC, InjectedScorer, RoutingParams, replay, static_rows
+from ..score_scale import SCALES, matched_threshold, top1_scores
 from ..second_stage import DEFAULT_MODE, MODES
 from . import rif_sweep
 from .rif import PAPER_SEED, RIFExperiment
@@ -129,6 +130,9 @@ class RoutingStudy:
     curve_points: int = 4  # frozen evaluations during the burn-in (plus the end)
     explore: bool = True  # also run the arm that mines positive verdicts below the pool
     params: RoutingParams = field(default_factory=RoutingParams)
+    # matched: `params.create_above` is the reference's MS MARCO logit (0), mapped per split onto our scale by the
+    # share of the training questions' top-1 scores below it (lethe_core.score_scale); raw: read as our score
+    scale: str = "matched"
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     second_stage: str = DEFAULT_MODE
     calibration: bool = True
@@ -143,6 +147,15 @@ class RoutingStudy:
             raise ValueError("seeds must be >= 1, burn_in and curve_points >= 0, n_resamples >= 100")
         if self.second_stage not in MODES:
             raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+        if self.scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
+
+    def scaled(self, ctx, train: np.ndarray) -> RoutingParams:
+        """The routing parameters for one training split: the creation threshold on our scale."""
+        if self.scale == "raw":
+            return self.params
+        t = matched_threshold(self.params.create_above, top1_scores(ctx.pools, train, self.pipeline.pool_size))
+        return replace(self.params, create_above=t)
 
     def arms(self) -> list[tuple[str, bool]]:
         return [("routing", False)] + ([("routing+explore", True)] if self.explore else [])
@@ -163,11 +176,12 @@ class RoutingStudy:
                 for train, evaluate, split, schedule in splits(ctx, protocol, seed, self.burn_in):
                     tag = {"protocol": protocol, "seed": seed, "split": split}
                     final += [{**r, **tag} for r in static_rows(ctx, evaluate, P)]
+                    params = self.scaled(ctx, train)
                     for name, explore in self.arms():
-                        rows, c = replay(ctx, scorer, schedule, evaluate, self.params, explore, eval_at, P, name)
+                        rows, c = replay(ctx, scorer, schedule, evaluate, params, explore, eval_at, P, name)
                         for r in rows:
                             (final if r["step"] == self.burn_in else curves).append({**r, **tag})
-                        counts.append({**tag, "arm": name, **c})
+                        counts.append({**tag, "arm": name, "create_above": params.create_above, **c})
         finally:
             scorer.close()
         final_df, curve_df = pd.DataFrame(final), pd.DataFrame(curves)
