@@ -47,7 +47,7 @@ notebooks: setup  ## execute every checkpoint notebook at full parameters (resum
 	$(BIN)/lethe-lab notebooks build
 
 test: setup browser
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 parity-heavy: setup  ## the parity checks on whole datasets (ONNX bi-encoder vs NFCorpus's 0.3165; minutes)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m heavy
