@@ -29,8 +29,9 @@
 # Heavy step: the 80-deep pools must be scored once by the trained reranker (1,536 questions × up to 160 turns; the 100-deep pools of notebook 06 hold every one of these pairs already):
 # `lethe-lab systems locomo --k-leg 80` (or this notebook's first run, which builds them through the pair-score
 # cache). Rescues injected outside a query's own union are scored only when they reach its top-30 (pair cache; the
-# count is in the summary). With cached pools and pairs the replay costs about 3–4 min of CPU (13 arms × 3 seeds ×
-# (800 + 3,000 + 2 × 3,000 steps) plus frozen evaluations).
+# count is in the summary: 96,977 newly scored on the first full build, 2026-12-02). The rescue arms replay in Python
+# (the compiled RIF kernel has no rescue step): the first full build took 20.4 min on 2 cores, scoring included
+# (13 arms × 3 seeds × (800 + 3,000 + 2 × 3,000 steps) plus frozen evaluations).
 
 # %% tags=["parameters"]
 dataset = "locomo"
@@ -106,10 +107,10 @@ display(pd.DataFrame(summary["lists"]).round(1))
 # %% [markdown]
 # Reading: a rescue is a deep entry the reranker liked for *one* query of the cluster; the 0.04 score puts it above
 # every first-stage candidate of every other query of that cluster, so each injected rescue takes a top-30 slot from
-# the query's own candidates. On a sample of 100 queries that are also the usage stream, the same queries come back
-# and their own rescues help them; on the full set and on held-out conversations the rescues mostly displace
-# candidates, and injecting more of them (every-1, all, t = 0) costs more. The small-sample CIs are wide: a "win"
-# there is within noise.
+# the query's own candidates, and the more are injected (every-1, all, the lower threshold t = 0) the more it costs.
+# The reference saw a small win on its 100-query sample; here the same sample protocol shows no win for any variant
+# (every CI reaches or lies below zero), and the full evaluation and held-out conversations show clear losses. The
+# small-sample CIs are wide: a "win" of the reference's size there would have been within noise.
 
 # %% [markdown]
 # ## Verdict
