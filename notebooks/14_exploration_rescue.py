@@ -109,7 +109,7 @@ display(pd.DataFrame(summary["lists"]).round(1))
 # every first-stage candidate of every other query of that cluster, so each injected rescue takes a top-30 slot from
 # the query's own candidates, and the more are injected (every-1, all, the lower threshold t = 0) the more it costs.
 # The reference saw a small win on its 100-query sample; here the same sample protocol shows no win for any variant
-# (every CI reaches or lies below zero), and the full evaluation and held-out conversations show clear losses. The
+# (every variant's Δ is negative, its CI including zero or below it), and the full evaluation and held-out conversations show clear losses. The
 # small-sample CIs are wide: a "win" of the reference's size there would have been within noise.
 
 # %% [markdown]
