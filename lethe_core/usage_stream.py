@@ -33,7 +33,6 @@ API (small on purpose; checkpoint 04 builds on it, change it only additively):
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,11 +263,7 @@ def run_stream(data: StreamData, verdicts: Verdicts, mech: Mechanism, train_idx:
     evaluating `eval_idx` frozen at `eval_steps(steps, eval_every)`."""
     from tqdm.auto import tqdm
 
-    try:
-        from threadpoolctl import threadpool_limits  # installed with scikit-learn
-    except ImportError:  # pragma: no cover
-        def threadpool_limits(**_):
-            return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
