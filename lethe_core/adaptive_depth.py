@@ -10,14 +10,9 @@ system learns from (never the ones it is evaluated on in the held-out protocol).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-REFERENCE_THRESHOLD = 4.0  # max cross-encoder logit below which the reference went deep (MS MARCO logit scale)
 REFERENCE_TRIGGER_SHARE = 0.59  # share of the reference's queries that triggered its deep pass
-REFERENCE_DEEP_DEPTH = 200
-SHALLOW_DEPTH = 30
 
 
 def threshold_for_share(top_scores: np.ndarray, share: float) -> float:
@@ -42,25 +37,7 @@ def threshold_for_share(top_scores: np.ndarray, share: float) -> float:
     return float((s[k - 1] + s[k]) / 2.0)
 
 
-def triggers(top_scores: np.ndarray, threshold: float) -> np.ndarray:
-    """Which queries go deep: shallow top-1 score strictly below the threshold (the reference's `max < 4.0`)."""
+def triggers(top_scores: np.ndarray, threshold) -> np.ndarray:
+    """Which queries go deep: shallow top-1 score strictly below the threshold (the reference's `max < 4.0`);
+    `threshold` is one number or one per query."""
     return np.asarray(top_scores, dtype=np.float64) < threshold
-
-
-@dataclass(frozen=True)
-class DepthChoice:
-    """One query's adaptive-depth outcome: the pool it was answered from and what that cost in reranker pairs."""
-
-    deep: bool
-    pool: np.ndarray  # corpus indices of the reranked pool
-    pairs: int  # reranker pairs this query needed (shallow pool + the deep pool's new members when deep)
-
-
-def choose(shallow_pool: np.ndarray, shallow_top: float, deep_pool: np.ndarray, threshold: float) -> DepthChoice:
-    """Answer from the deep pool when the shallow top-1 score is below the threshold; the shallow pairs are paid either way."""
-    shallow_pool = np.asarray(shallow_pool)
-    if not shallow_top < threshold:
-        return DepthChoice(False, shallow_pool, len(shallow_pool))
-    deep_pool = np.asarray(deep_pool)
-    extra = int((~np.isin(deep_pool, shallow_pool)).sum())
-    return DepthChoice(True, deep_pool, len(shallow_pool) + extra)

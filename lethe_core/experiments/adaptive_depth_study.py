@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import stats
 from ..checkpoints import json_safe
-from ..adaptive_depth import REFERENCE_TRIGGER_SHARE, SHALLOW_DEPTH, threshold_for_share
+from ..adaptive_depth import REFERENCE_TRIGGER_SHARE, threshold_for_share, triggers
 from ..datasets import Dataset, load_dataset
 from ..inference.pair_cache import CachedScorer, PairScoreCache, identity_of
 from ..metrics import ndcg_at_k, recall_at_k
@@ -293,7 +293,7 @@ def adaptive_systems(per_query: pd.DataFrame, depths) -> pd.DataFrame:
     key = ["protocol", "seed", "split", "query_id"]
     wide = per_query.pivot_table(index=key, columns="combination", values=["ndcg@10", "recall@10", "pairs"], aggfunc="first")
     meta = per_query.drop_duplicates(key).set_index(key)[["qtype", "bucket", "top1", "threshold"]].reindex(wide.index)
-    deep = meta["top1"] < meta["threshold"]
+    deep = pd.Series(triggers(meta["top1"].to_numpy(), meta["threshold"].to_numpy()), index=meta.index)
     extra = []
     for D in depths:
         for name, when_deep, when_shallow in ((f"adaptive{D}", f"deep{D}", "shallow"),
@@ -323,7 +323,7 @@ def threshold_sweep(per_query: pd.DataFrame, thresholds: pd.DataFrame, depths, s
         t = runs.set_index(["seed", "split"])["threshold"]
         sub = wide.loc[protocol]
         tt = t.reindex(pd.MultiIndex.from_arrays([sub.index.get_level_values("seed"), sub.index.get_level_values("split")])).to_numpy()
-        deep = top1.loc[protocol].to_numpy() < tt
+        deep = triggers(top1.loc[protocol].to_numpy(), tt)
         shallow = sub[("ndcg@10", "shallow")].groupby(level="query_id").mean()
         for D in depths:
             for rescue in (False, True):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lethe_core.adaptive_depth import choose, threshold_for_share, triggers
+from lethe_core.adaptive_depth import threshold_for_share, triggers
 from lethe_core.experiments.adaptive_depth_study import adaptive_systems, query_halves
 
 
@@ -23,15 +23,6 @@ def test_threshold_for_share_puts_that_share_below():
 
 def test_trigger_is_strictly_below_the_threshold():
     assert triggers(np.array([3.9, 4.0, 4.1]), 4.0).tolist() == [True, False, False]  # the reference's `max < 4.0`
-
-
-def test_choose_goes_deep_only_when_unsure_and_counts_new_pairs():
-    shallow, deep = np.array([5, 6, 7]), np.array([6, 9, 5, 11, 7])
-    sure = choose(shallow, 4.5, deep, 4.0)
-    assert not sure.deep and sure.pool.tolist() == [5, 6, 7] and sure.pairs == 3
-    unsure = choose(shallow, 1.0, deep, 4.0)
-    assert unsure.deep and unsure.pool.tolist() == deep.tolist()
-    assert unsure.pairs == 3 + 2  # the shallow pool was paid, the deep pass adds 9 and 11 only
 
 
 def test_adaptive_systems_pick_the_deep_row_per_query_below_threshold():
