@@ -11,7 +11,7 @@ from .model import Corpus, Dataset, Query, Turn
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION_KEY = re.compile(r"session_(\d+)")
-_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
+_EVIDENCE = re.compile(r"D:?(\d{1,9}):0*(\d{1,9})")  # bounded: a 5,000-digit "id" is reported, not parsed
 _DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
 
 

@@ -156,3 +156,8 @@ def test_non_utf8_directory_and_unreadable_files_name_the_file(tmp_path, monkeyp
     monkeypatch.setattr(type(ok), "read_bytes", denied)
     with pytest.raises(DatasetError, match=r"ok.json: cannot read: Permission denied"):
         load_locomo(ok)
+
+
+def test_an_absurdly_long_evidence_id_is_returned_for_reporting_not_parsed():
+    huge = "D1" + "1" * 5000 + ":1"  # int() of 5,001 digits raises; found by the corrupted-LoCoMo property test
+    assert normalise_evidence(f"D2:01; {huge}") == ["D2:1", huge]
