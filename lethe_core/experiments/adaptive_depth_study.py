@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from ..rescue_cache import RescueCache, RescueParams
 from ..retrieval.pipeline import PipelineConfig, query_vectors
 from ..retrieval.rerank import resolve_reranker, route
 from ..rif.protocols import hot_cold_schedule
+from ..score_scale import top1_scores
 from ..second_stage import DEFAULT_MODE, MODES, final_order
 from .systems import _atomic_write, _slug
 
@@ -239,12 +239,7 @@ class _Views:
         self.ids = np.asarray(ds.require_corpus().ids, dtype=object)
         self.shallow, self.deep, self.P, self.mode = shallow, deep, pool_size, mode
         self.depths = tuple(deep)
-        n = len(shallow.query_ids)
-        self.top1 = np.empty(n)
-        for i in range(n):
-            r = shallow.rows(i)
-            conf = shallow.calibrated[r][: self.P]
-            self.top1[i] = float(conf.max()) if len(conf) else -math.inf
+        self.top1 = top1_scores(shallow, np.arange(len(shallow.query_ids)), pool_size)
 
     def _rows(self, p: PackedPools, i: int, depth: int) -> slice:
         r = p.rows(i)
