@@ -9,19 +9,22 @@ from ..paths import default_dataset_path
 from .audit import AUDITED_NAME, load_locomo_audited
 from .beir import load_beir
 from .errors import DatasetError
+from .haystack import HAYSTACK_NAME, load_locomo_haystack, parse_haystack_name
 from .locomo import load_locomo
 from .longmemeval import load_longmemeval
 from .model import Corpus, Dataset, Query, Turn
 from .synthetic import SYNTHETIC_FORM, generate_synthetic
 
-DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]")
+DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]", "locomo-haystack[:N_TURNS]",
+            "locomo-haystack-msg[:N_TURNS]")
 # Label variants of a dataset above (same corpus and questions, other qrels).
 VARIANTS = {AUDITED_NAME: "LoCoMo with the audit's corrected evidence"}
 
 
 def load_dataset(name: str, path: str | Path | None = None, conversations: int | None = None,
                  limit_queries: int | None = None) -> Dataset:
-    """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `longmemeval`, `nfcorpus`, `beir` (needs a path) or `synthetic[:N]`.
+    """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `longmemeval`, `nfcorpus`, `beir` (needs a path), `synthetic[:N]`,
+    or `locomo-haystack[:N]` / `locomo-haystack-msg[:N]` (LoCoMo in N turns of real chit-chat, docs/haystack.md; `path` is LoCoMo's file).
 
     `conversations` keeps the first N conversations (turns and queries), `limit_queries` the first N queries.
     """
@@ -37,6 +40,8 @@ def _load(name: str, path: str | Path | None) -> Dataset:
         if m is None:
             raise ValueError(f"dataset {name!r}: expected {SYNTHETIC_FORM}")
         return generate_synthetic(int(m.group(1)) if m.group(1) else 2000)
+    if name.startswith(HAYSTACK_NAME):
+        return load_locomo_haystack(load_locomo(path or default_dataset_path("locomo")), parse_haystack_name(name))
     if name == "locomo":
         return load_locomo(path or default_dataset_path("locomo"))
     if name == AUDITED_NAME:
@@ -61,5 +66,5 @@ def _load(name: str, path: str | Path | None) -> Dataset:
 
 __all__ = [
     "Corpus", "Dataset", "DatasetError", "Query", "Turn", "DATASETS", "VARIANTS", "generate_synthetic",
-    "load_beir", "load_dataset", "load_locomo", "load_locomo_audited", "load_longmemeval",
+    "load_beir", "load_dataset", "load_locomo", "load_locomo_audited", "load_locomo_haystack", "load_longmemeval",
 ]
