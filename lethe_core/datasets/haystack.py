@@ -67,7 +67,8 @@ def load_chitchat() -> tuple[dict, Path]:
 
 
 def _speaker(k: int, i: int) -> str:
-    return f"cc{k}-{string.ascii_lowercase[i] if i < 26 else i}"
+    """`cc<k>a`, `cc<k>b`: one token to the regex tokenizer (a `cc12-a` label would add the word "a" to every turn)."""
+    return f"cc{k}{string.ascii_lowercase[i] if i < 26 else f'_{i}'}"
 
 
 def _filler_conversation(record, uuid: str, k: int, granularity: str, path: Path) -> tuple[list[Turn], int]:

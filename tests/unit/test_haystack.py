@@ -11,6 +11,7 @@ from lethe_core.datasets.haystack import (
     HaystackConfig, build_haystack, duplicate_report, duplicate_share, is_filler, load_chitchat, parse_haystack_name,
 )
 from lethe_core.datasets.model import Corpus
+from lethe_core.text import tokenize
 
 SMALL = 8000
 
@@ -69,9 +70,10 @@ def test_no_id_speaker_or_conversation_collisions(locomo, small):
     assert not {t.speaker for t in filler} & {t.speaker for t in locomo.corpus.turns}
     assert not {t.conversation_id for t in filler} & set(locomo.conversation_ids())
     assert not {t.session_id for t in filler} & {t.session_id for t in locomo.corpus.turns}
-    for t in filler:  # speakers are named per conversation: cc<k>-a, cc<k>-b
+    for t in filler:  # speakers are named per conversation: cc<k>a, cc<k>b (one token each)
         k = t.conversation_id.removeprefix("cc-")
-        assert t.speaker in (f"cc{k}-a", f"cc{k}-b") and t.text.startswith(f"{t.speaker}: ")
+        assert t.speaker in (f"cc{k}a", f"cc{k}b") and t.text.startswith(f"{t.speaker}: ")
+        assert tokenize(t.text)[0] == t.speaker
         assert t.session_id == f"{t.conversation_id}:S1" and t.id == f"{t.conversation_id}:t{t.position}"
         assert t.timestamp.tzinfo is None and t.timestamp.year == 2018
 
@@ -124,11 +126,11 @@ def test_turn_text_joins_a_senders_messages_and_skips_empty_ones(locomo):
     data = _fake({"u1": [("x", ["Hello", "how are you?"]), ("y", ["  ", "fine"]), ("x", [""])]})
     ds = build_haystack(locomo, data, HaystackConfig(), Path("fake.json"))
     filler = ds.corpus.turns[len(locomo.corpus):]
-    assert [t.text for t in filler] == ["cc0-a: Hello how are you?", "cc0-b: fine"]
+    assert [t.text for t in filler] == ["cc0a: Hello how are you?", "cc0b: fine"]
     assert filler[1].timestamp == datetime(2018, 5, 2, 19, 1)
     assert {"kind": "filler_empty_messages", "messages": 2} in ds.issues
     msg = build_haystack(locomo, data, HaystackConfig(granularity="message"), Path("fake.json"))
-    assert [t.text for t in msg.corpus.turns[len(locomo.corpus):]] == ["cc0-a: Hello", "cc0-a: how are you?", "cc0-b: fine"]
+    assert [t.text for t in msg.corpus.turns[len(locomo.corpus):]] == ["cc0a: Hello", "cc0a: how are you?", "cc0b: fine"]
 
 
 def test_a_malformed_record_names_file_record_and_field(locomo):
@@ -150,8 +152,8 @@ def test_duplicate_report_and_top_k_share():
 
     corpus = Corpus([
         turn("conv-1:D1:1", "Ann", "hi"),  # LoCoMo text equal to a filler one: it makes that filler turn a duplicate
-        turn("cc-0:t0", "cc0-a", "hi"), turn("cc-0:t1", "cc0-b", "lol"), turn("cc-1:t0", "cc1-a", "lol"),
-        turn("cc-1:t1", "cc1-b", "I climbed a hill"), turn("cc-2:t0", "cc2-a", "lol"),
+        turn("cc-0:t0", "cc0a", "hi"), turn("cc-0:t1", "cc0b", "lol"), turn("cc-1:t0", "cc1a", "lol"),
+        turn("cc-1:t1", "cc1b", "I climbed a hill"), turn("cc-2:t0", "cc2a", "lol"),
     ])
     report = duplicate_report(corpus)
     assert (report.filler_turns, report.duplicated_turns, report.distinct_texts) == (5, 4, 2)
