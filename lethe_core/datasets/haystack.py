@@ -41,7 +41,8 @@ class HaystackConfig:
     @property
     def name(self) -> str:
         base = HAYSTACK_NAME + ("-msg" if self.granularity == "message" else "")
-        return base if self.turns is None else f"{base}-{self.turns}"
+        base += "" if self.turns is None else f"-{self.turns}"
+        return base if self.seed == 0 else f"{base}-seed{self.seed}"  # the names the loader accepts draw with seed 0
 
 
 def parse_haystack_name(name: str) -> HaystackConfig:

@@ -98,6 +98,7 @@ def test_fingerprint_changes_with_size_granularity_and_seed(locomo, chitchat, sm
     other_seed = build_haystack(locomo, chitchat[0], HaystackConfig(turns=SMALL, seed=1), chitchat[1])
     bigger = build_haystack(locomo, chitchat[0], HaystackConfig(turns=SMALL + 1), chitchat[1])
     assert len({small.fingerprint, msg.fingerprint, other_seed.fingerprint, bigger.fingerprint}) == 4
+    assert len({small.name, msg.name, other_seed.name, bigger.name}) == 4
 
 
 def test_conversation_restriction_keeps_locomo_first(small):
