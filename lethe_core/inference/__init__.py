@@ -14,6 +14,14 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 DEFAULT_BACKEND = "onnx-int8"
 
 
+def backend_tag(backend: str) -> str:
+    """The backend as cache keys and identities name it: onnx backends carry the export format, so a
+    score or a vector from an older export is never read as the current export's."""
+    from .onnx_export import EXPORT_FORMAT
+
+    return backend if backend == "torch" else f"{backend}.{EXPORT_FORMAT}"
+
+
 def resolve_backend(name: str) -> str:
     """A backend name, with `auto` replaced by DEFAULT_BACKEND; anything unknown is a ValueError."""
     if name == "auto":
@@ -23,4 +31,4 @@ def resolve_backend(name: str) -> str:
     return name
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "resolve_backend", "weights_digest"]
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "backend_tag", "resolve_backend", "weights_digest"]

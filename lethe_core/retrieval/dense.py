@@ -104,9 +104,11 @@ class HashingEncoder:
 
 
 def encoder_name(spec: str, backend: str = "torch") -> str:
-    """The name embeddings are cached under: the model's, plus `@backend` for non-torch backends."""
+    """The name embeddings are cached under: the model's, plus `@backend.format` for onnx backends."""
+    from ..inference import backend_tag
+
     base = "all-MiniLM-L6-v2" if spec == "minilm" else HashingEncoder().name if spec == "test:hash" else spec
-    return base if backend == "torch" or spec == "test:hash" else f"{base}@{backend}"
+    return base if backend == "torch" or spec == "test:hash" else f"{base}@{backend_tag(backend)}"
 
 
 def load_encoder(name: str = DEFAULT_ENCODER, backend: str = "torch") -> Encoder:

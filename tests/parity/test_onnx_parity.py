@@ -9,6 +9,7 @@ NDCG@10 per backend) come from `benchmarks/reranker_speed.py --model FOLDER` and
 import numpy as np
 import pytest
 
+from lethe_core.inference import backend_tag
 from lethe_core.inference.parity import cosine_parity, locomo_pair_sample, logit_parity
 from lethe_core.retrieval.dense import SentenceTransformerEncoder
 from lethe_core.retrieval.rerank import CrossEncoderReranker
@@ -52,7 +53,7 @@ def test_torch_scores_match_sentence_transformers_predict(cross_encoder_folder, 
 @pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
 def test_cross_encoder_backend_parity(backend, cross_encoder_folder, sample, torch_logits):
     rr = CrossEncoderReranker(str(cross_encoder_folder), "local:tiny", local_files_only=True, backend=backend)
-    assert rr.identity.split("|")[1] == backend
+    assert rr.identity.split("|")[1] == backend_tag(backend)
     logits = [rr.score(q, c) for q, c in zip(sample.queries, sample.candidates)]
     figures = logit_parity(torch_logits, logits)
     max_diff, min_spearman, min_top10 = BOUNDS[backend]
@@ -65,7 +66,7 @@ def test_cross_encoder_backend_parity(backend, cross_encoder_folder, sample, tor
 def test_bi_encoder_backend_parity(backend, min_cosine, minilm, sample):
     texts = sample.queries + [c[0] for c in sample.candidates] + [c[-1] for c in sample.candidates]
     other = SentenceTransformerEncoder("minilm", backend=backend)
-    assert other.name == f"all-MiniLM-L6-v2@{backend}" and other.dim == minilm.dim
+    assert other.name == f"all-MiniLM-L6-v2@{backend_tag(backend)}" and other.dim == minilm.dim
     vecs = other.encode(texts)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
     assert cosine_parity(minilm.encode(texts), vecs)["cosine_min"] >= min_cosine

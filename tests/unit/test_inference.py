@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-from lethe_core.inference import BACKENDS, DEFAULT_BACKEND, resolve_backend, weights_digest
+from lethe_core.inference import BACKENDS, DEFAULT_BACKEND, backend_tag, resolve_backend, weights_digest
 from lethe_core.inference import onnx_export
 from lethe_core.inference.backends import length_sorted_batches, run_sorted
+from lethe_core.inference.onnx_export import EXPORT_FORMAT
 from lethe_core.retrieval.dense import LazyEncoder, encoder_name
 from lethe_core.retrieval.pipeline import PipelineConfig
 
@@ -51,8 +52,8 @@ def test_length_sorted_batches_pad_little_and_keep_input_order():
 
 def test_encoder_names_keep_backends_apart():
     assert encoder_name("minilm") == LazyEncoder("minilm").name == "all-MiniLM-L6-v2"
-    assert LazyEncoder("minilm", "onnx-int8").name == "all-MiniLM-L6-v2@onnx-int8"
-    assert LazyEncoder("minilm", "auto").name == f"all-MiniLM-L6-v2@{DEFAULT_BACKEND}"
+    assert LazyEncoder("minilm", "onnx-int8").name == f"all-MiniLM-L6-v2@onnx-int8.{EXPORT_FORMAT}"
+    assert LazyEncoder("minilm", "auto").name == f"all-MiniLM-L6-v2@{backend_tag(DEFAULT_BACKEND)}"
     assert encoder_name("test:hash", "onnx") == "test-hash-384"
 
 
@@ -99,6 +100,6 @@ def test_export_runs_once_across_processes_and_is_atomic(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0]
     assert (folder / "exports.log").read_text() == "export\n"
     root = tmp_path / "home" / "models" / "onnx"
-    final = root / f"{weights_digest(folder)}-fp32"
+    final = root / f"{weights_digest(folder)}-fp32-{onnx_export.EXPORT_FORMAT}"
     assert (final / "model.onnx").read_bytes() == b"onnx" and (final / "export.json").exists()
     assert not [p for p in root.iterdir() if p.name.startswith(".tmp-")]
