@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker learning-curve reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -22,7 +22,7 @@ browser:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
 	    echo "warning: could not install chromium (not root?); the browser test will be skipped"; }
 
-run: setup  ## main job: describe LoCoMo, the fold reranker (trained on first run, ~40 min), its pools, systems table, RIF paper protocol
+run: setup  ## main job: describe LoCoMo, the fold reranker (the first-run recipe is trained when none is on disk), its pools, systems table, RIF paper protocol
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab systems locomo
@@ -35,6 +35,9 @@ quick: setup  ## the same on the first two conversations (a few minutes)
 
 reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 2 cores); `auto` then prefers it
 	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold
+
+learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
+	$(BIN)/lethe-lab reranker curve locomo
 
 reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reranker, both second stages, three protocols, teacher study)
 	$(BIN)/lethe-lab reranker report minilm-2fold --backend torch

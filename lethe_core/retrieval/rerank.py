@@ -76,7 +76,7 @@ class CrossEncoderReranker:
 
     def __init__(self, location: str, name: str, local_files_only: bool = False, batch_size: int = 32,
                  max_length: int = 256, backend: str = "torch"):
-        from ..inference import resolve_backend, weights_digest
+        from ..inference import backend_tag, resolve_backend, weights_digest
 
         self.backend = resolve_backend(backend)
         self.folder = hub_folder(location, local_files_only)
@@ -84,7 +84,7 @@ class CrossEncoderReranker:
         self.batch_size = batch_size
         self.max_length = max_length
         try:
-            self.identity = f"{name}|{self.backend}|{weights_digest(self.folder)}"
+            self.identity = f"{name}|{backend_tag(self.backend)}|{weights_digest(self.folder)}"
             if self.backend == "torch":
                 from sentence_transformers import CrossEncoder
 
@@ -178,9 +178,9 @@ def load_reranker(spec: str, backend: str = "auto") -> Reranker:
 
 def resolve_reranker(spec: str, backend: str = "auto") -> Reranker:
     """`auto`, in order: the paper's MS MARCO cross-encoder (from the HF cache, or downloaded when the hub is
-    reachable; offline that check fails in seconds), else the fold recipe `trained:minilm-2fold` (trained by
-    `lethe-lab reranker ensure`, which `make run` calls, or `make reranker`), else a clear error. Never the
-    lexical test reranker. Any other spec loads as named."""
+    reachable; offline that check fails in seconds), else the full fold recipe `trained:minilm-2fold`
+    (`make reranker`), else the first-run fold recipe (trained by `lethe-lab reranker ensure`, which
+    `make run` calls), else a clear error. Never the lexical test reranker. Any other spec loads as named."""
     if spec != "auto":
         return load_reranker(spec, backend)
     try:
@@ -188,12 +188,14 @@ def resolve_reranker(spec: str, backend: str = "auto") -> Reranker:
     except RerankerUnavailable:
         pass
     from ..paths import models_dir
-    from ..training import FULL_RECIPE
+    from ..training import auto_candidates
 
-    if (models_dir() / FULL_RECIPE / "trained.json").exists():
-        return load_reranker(f"trained:{FULL_RECIPE}", backend)
+    names = auto_candidates()
+    for name in names:
+        if (models_dir() / name / "trained.json").exists():
+            return load_reranker(f"trained:{name}", backend)
     raise RerankerUnavailable(
-        f"no reranker for --reranker auto: {DEFAULT_HUB_MODEL} is neither cached nor downloadable here, and "
-        f"trained:{FULL_RECIPE} is not trained under {models_dir()}. Run `lethe-lab reranker ensure` (trains it, "
-        "about 40 minutes on 2 cores), or name another with --reranker."
+        f"no reranker for --reranker auto: {DEFAULT_HUB_MODEL} is neither cached nor downloadable here, and none of "
+        f"{', '.join('trained:' + n for n in names)} is trained under {models_dir()}. Run `lethe-lab reranker ensure` "
+        "(trains the first-run recipe), or name another with --reranker."
     )

@@ -111,3 +111,40 @@ def test_retraining_under_the_same_name_rebuilds_the_pools(tmp_path, monkeypatch
         identities.append(rr.identity)
         assert builder.scored > 0 and builder.hits == 0  # the second model's pairs are scored afresh, not read back
     assert keys[0] != keys[1] and identities[0] != identities[1]
+
+
+def test_precision_is_validated_resolved_and_recorded(tmp_path, monkeypatch):
+    from lethe_core.training import resolve_precision
+
+    assert resolve_precision("auto") in {"bf16", "fp32"} and resolve_precision("bf16") == "bf16"
+    with pytest.raises(ValueError, match="precision"):
+        resolve_precision("fp8")
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="precision"):  # before any work
+        train_folds(TrainConfig(dataset="synthetic:3000", name="bad", precision="half", encoder="test:hash"), progress=False)
+    assert not (tmp_path / "models" / "bad").exists()
+    m = train_folds(TrainConfig(dataset="synthetic:3000", name="bf", folds=2, max_groups=4, negatives=3, encoder="test:hash",
+                                precision="bf16"), progress=False)
+    assert {f["precision"] for f in m["folds"]} == {"bf16"}
+    assert all(np.isfinite(f["final_loss"]) for f in m["folds"])
+
+
+def test_learning_curve_trains_and_evaluates_each_point(tmp_path, monkeypatch):
+    from lethe_core.experiments.learning_curve import LearningCurveConfig, point_name
+
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    cfg = LearningCurveConfig(dataset="synthetic:3000", points=((0.5, 1, 3), (1.0, 1, 3)), precision="fp32", backend="torch",
+                              encoder="test:hash", max_groups=6, progress=False)
+    with pytest.raises(ValueError, match="bad learning-curve point"):
+        LearningCurveConfig(dataset="synthetic:3000", points=((0.0, 1, 3),), encoder="test:hash").run()
+    s = cfg.run()
+    assert [r["point"] for r in s["points"]] == [point_name(0.5, 1, 3, "fp32"), point_name(1.0, 1, 3, "fp32")]
+    half, whole = s["points"]
+    assert all(g <= 6 for g in half["groups_per_fold"]) and whole["groups_per_fold"] == [6, 6]
+    for r in s["points"]:
+        assert 0 <= r["full"] <= 1 and r["full_ci"][0] <= r["full"] <= r["full_ci"][1]
+        assert abs(r["control_minus_full"]["mean"] - (r["control"] - r["full"])) < 1e-9
+    table = (tmp_path / "results" / "learning_curve" / "curve.md").read_text()
+    assert table.count("\n") == 2 + len(s["points"])
+    again = cfg.run()  # resumes: nothing retrained, same numbers
+    assert [r["full"] for r in again["points"]] == [r["full"] for r in s["points"]]
