@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from .datasets.model import Query
 from .inference.pair_cache import CachedScorer, PairScoreCache, identity_of
 from .retrieval.dense import EmbeddingCache, LazyEncoder, load_encoder
 from .retrieval.rerank import load_reranker, route
+
+if TYPE_CHECKING:
+    from .pools import PoolBuilder, Pools
 
 ENCODE_STEP = 256  # texts per encode() call inside EmbeddingCache.embed (lethe_core/retrieval/dense.py)
 
@@ -258,7 +261,7 @@ class ScoringUnit:
         return sum(len(ts) for _, ts in self.groups)
 
 
-def plan_scoring(builder, queries: Sequence[Query], batch: int, cache: PairScoreCache) -> list[ScoringUnit]:
+def plan_scoring(builder: "PoolBuilder", queries: Sequence[Query], batch: int, cache: PairScoreCache) -> list[ScoringUnit]:
     """The calls `PoolBuilder._score` would make for `queries`, in its order: per batch of `batch` queries,
     per routed model, each query's pairs not stored yet and not scored by an earlier call."""
     corpus = builder.dataset.require_corpus()
@@ -279,7 +282,7 @@ def plan_scoring(builder, queries: Sequence[Query], batch: int, cache: PairScore
                 todo = [t for t, x in zip(texts, stored) if np.isnan(x) and (identity, chunk[j].text, t) not in planned]
                 if todo:
                     groups.append((chunk[j].text, todo))
-            planned.update((identity, q, t) for q, ts in groups for t in ts)  # after the batch: duplicates inside one are scored twice, as there
+            planned.update((identity, q, t) for q, ts in groups for t in ts)  # after the call: a duplicate inside it is scored twice, as there
             if groups:
                 units.append(ScoringUnit(chunk[mine[0]], identity, groups))
     return units
@@ -319,9 +322,9 @@ def score_units(units: Sequence[ScoringUnit], spec: str, cache: PairScoreCache, 
     return out
 
 
-def build_pools_on_ray(builder, config: RayConfig = RayConfig(), queries: Sequence[Query] | None = None, batch: int = 32,
+def build_pools_on_ray(builder: "PoolBuilder", config: RayConfig = RayConfig(), queries: Sequence[Query] | None = None, batch: int = 32,
                        spec: str | None = None, backend: str | None = None, progress: bool = True,
-                       on_batch: Callable[[int], None] | None = None):
+                       on_batch: Callable[[int], None] | None = None) -> "Pools":
     """`builder.build(queries, batch)` with its two heavy stages run on Ray first (a local instance unless
     `config.address`): the corpus and query embeddings, then every missing pair score. The build itself
     then reads both caches, so its pools equal the single-process ones. `spec`/`backend` load the
@@ -334,8 +337,8 @@ def build_pools_on_ray(builder, config: RayConfig = RayConfig(), queries: Sequen
     spec = spec or builder.reranker.name
     backend = backend or getattr(builder.reranker, "backend", "auto")
     cfg = builder.config
-    with RayCluster(config):
-        if todo:
+    if todo:  # all stored: no Ray to start
+        with RayCluster(config):
             embeddings = EmbeddingCache(builder.root, LazyEncoder(cfg.encoder, cfg.encoder_backend).name)
             for texts in (builder.dataset.require_corpus().texts, [q.text for q in todo]):  # the single-process order
                 embed_texts(embeddings, cfg.encoder, texts, config, cfg.encoder_backend, progress)
