@@ -331,6 +331,8 @@ def build_pools_on_ray(builder: "PoolBuilder", config: RayConfig = RayConfig(), 
     reranker on the workers (default: the builder's reranker name and backend)."""
     from .pools import load_pools
 
+    if config.address:  # a bad address is an error even when nothing is left to compute
+        _check_reachable(config.address)
     queries = list(builder.dataset.queries if queries is None else queries)
     done = set(load_pools(builder.directory).query_ids()) if (builder.directory / "manifest.json").exists() else set()
     todo = [q for q in queries if q.id not in done]

@@ -152,6 +152,13 @@ def test_bad_ray_address_is_a_clear_error(cluster, address):
     assert time.monotonic() - start < 10
 
 
+def test_bad_ray_address_fails_even_with_everything_pooled(dataset, tmp_path):
+    builder = PoolBuilder(dataset, LexicalReranker(), CONFIG, root=tmp_path, progress=False)
+    builder.build()
+    with pytest.raises(RayUnavailable, match="127.0.0.1:1"):
+        build_pools_on_ray(builder, RayConfig(address="127.0.0.1:1"), progress=False)
+
+
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="workers"):
         RayConfig(workers=0)
