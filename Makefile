@@ -50,7 +50,8 @@ notebooks: setup  ## execute every checkpoint notebook at full parameters (resum
 	$(BIN)/lethe-lab notebooks build
 
 test: setup browser
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not heavy and not ray"
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m ray
 
 parity-heavy: setup  ## the parity checks on whole datasets (ONNX bi-encoder vs NFCorpus's 0.3165; minutes)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m heavy

@@ -29,7 +29,7 @@ app.add_typer(cache_app, name="cache")
 notebooks_app = typer.Typer(no_args_is_help=True, help="Execute the checkpoint notebooks and regenerate notebooks/README.md.")
 app.add_typer(notebooks_app, name="notebooks")
 
-DATASET_HELP = "locomo | locomo-audited | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
+DATASET_HELP = "locomo | locomo-audited | locomo-haystack[-msg][:N_TURNS] | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
 RerankerOpt = typer.Option("auto", "--reranker", help=check.RERANKER_FORMS)
 CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")
@@ -145,18 +145,33 @@ def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Option
 def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
                 reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt, backend: str = BackendOpt,
-                tokenizer: str = TokenizerOpt, scope: str = ScopeOpt, as_json: bool = JsonOpt) -> None:
-    """Score every query's candidate union once and cache it (resumable)."""
+                tokenizer: str = TokenizerOpt, scope: str = ScopeOpt, as_json: bool = JsonOpt,
+                ray: bool = typer.Option(False, "--ray", help="embed the corpus and score the unions on Ray workers (docs/distributed.md)"),
+                ray_address: Optional[str] = typer.Option(None, "--ray-address", help="an existing Ray cluster (host:port, ray://host:port or auto); default: a local instance"),
+                workers: int = typer.Option(2, "--workers", help="Ray workers, one CPU each")) -> None:
+    """Score every query's candidate union once and cache it (resumable; `--ray` spreads the heavy stages over workers)."""
     from .datasets import load_dataset
     from .pools import PoolBuilder
     from .retrieval.pipeline import PipelineConfig
     from .retrieval.rerank import resolve_reranker
 
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend, tokenizer=tokenizer, scope=scope)
+    check.at_least("--workers", workers, 1)
+    if ray_address and not ray:
+        raise check.ArgError("--ray-address needs --ray")
     ds = load_dataset(dataset, path, conversations, limit_queries)
     dropped = ds.dropped()
     config = PipelineConfig(k_leg=k_leg, encoder=encoder, tokenizer=tokenizer, scope=scope)
-    pools = PoolBuilder(ds, resolve_reranker(reranker, backend=backend), config).build()
+    builder = PoolBuilder(ds, resolve_reranker(reranker, backend=backend), config)
+    if ray:
+        from .distributed import RayConfig, RayUnavailable, build_pools_on_ray
+
+        try:
+            pools = build_pools_on_ray(builder, RayConfig(workers=workers, address=ray_address))
+        except RayUnavailable as exc:
+            _fail(exc)
+    else:
+        pools = builder.build()
     n_queries, n_candidates = len(pools.query_ids()), len(pools.frame)
     if as_json:
         typer.echo(json.dumps({"dataset": ds.name, "reranker": pools.reranker, "n_queries": n_queries, "candidates": n_candidates,

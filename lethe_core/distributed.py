@@ -20,13 +20,12 @@ import numpy as np
 
 from .datasets.model import Query
 from .inference.pair_cache import CachedScorer, PairScoreCache, identity_of
-from .retrieval.dense import EmbeddingCache, LazyEncoder, load_encoder
+from .retrieval.dense import ENCODE_STEP, EmbeddingCache, LazyEncoder, load_encoder
 from .retrieval.rerank import load_reranker, route
 
 if TYPE_CHECKING:
     from .pools import PoolBuilder, Pools
 
-ENCODE_STEP = 256  # texts per encode() call inside EmbeddingCache.embed (lethe_core/retrieval/dense.py)
 
 
 class RayUnavailable(RuntimeError):

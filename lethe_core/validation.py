@@ -88,6 +88,14 @@ def dataset(spec: str, path: str | None) -> str:
         return spec
     if spec in VARIANTS:
         return spec
+    if spec.startswith("locomo-haystack"):
+        from .datasets.haystack import HAYSTACK_FORM, parse_haystack_name
+
+        try:
+            parse_haystack_name(spec)
+        except ValueError:
+            raise ArgError(f"DATASET {spec!r}: expected {HAYSTACK_FORM}") from None
+        return spec
     if spec not in {d for d in DATASETS if not d.startswith("synthetic")}:
         variants = "; ".join(f"{k} ({v})" for k, v in VARIANTS.items())
         raise ArgError(f"DATASET must be one of {allowed}; got {spec!r}. Label variants: {variants}")

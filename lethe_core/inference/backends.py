@@ -44,7 +44,8 @@ def run_sorted(encoded: dict[str, list[list[int]]], batch_size: int, forward: Ca
 
 
 class OnnxModel:
-    """An exported folder (see onnx_export): its tokenizer and an ORT session using every core."""
+    """An exported folder (see onnx_export): its tokenizer and an ORT session using every core, or
+    OMP_NUM_THREADS of them when set (a Ray worker's share, docs/distributed.md)."""
 
     def __init__(self, folder: Path):
         import onnxruntime as ort
@@ -54,7 +55,7 @@ class OnnxModel:
         self.meta = json.loads((self.folder / "export.json").read_text())
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = os.cpu_count() or 1
+        opts.intra_op_num_threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -67,10 +67,14 @@ class BM25Index:
         return np.asarray(self.matrix[rows].T @ mult).ravel()
 
     def search(self, query_tokens: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k documents with a positive score (a document sharing no term is not retrieved)."""
+        """Top-k documents with a positive score (a document sharing no term is not retrieved).
+
+        Selection runs over the positive scores only: np.partition over a vector of mostly equal zeros
+        is slow (docs/haystack.md). `pos` is increasing, so ties still go to the lower index.
+        """
         scores = self.scores(query_tokens)
-        idx = top_k(scores, k)
-        idx = idx[scores[idx] > 0]
+        pos = np.flatnonzero(scores > 0)
+        idx = pos[top_k(scores[pos], k)]
         return idx, scores[idx]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from ..text import tokenize
 
 DEFAULT_ENCODER = "minilm"
+ENCODE_STEP = 256  # texts per encode() call in EmbeddingCache.embed; the Ray path cuts the same calls (docs/distributed.md)
 
 
 class Encoder(Protocol):
@@ -193,8 +194,8 @@ class EmbeddingCache:
             for start in range(0, len(missing), self.shard_size):
                 chunk = missing[start : start + self.shard_size]
                 parts = []
-                for sub in range(0, len(chunk), 256):  # small steps keep the progress bar alive
-                    parts.append(encoder.encode([by_key[k] for k in chunk[sub : sub + 256]]))
+                for sub in range(0, len(chunk), ENCODE_STEP):  # small steps keep the progress bar alive
+                    parts.append(encoder.encode([by_key[k] for k in chunk[sub : sub + ENCODE_STEP]]))
                     bar.update(len(parts[-1]))
                 vecs = np.concatenate(parts)
                 tmp = self.dir / f".tmp-{uuid.uuid4().hex}.npz"

@@ -28,6 +28,14 @@ def test_describe_locomo_json():
     assert info["queries"] >= 1530 and len(info["unresolved_evidence"]) == 3
 
 
+def test_describe_haystack_json_is_the_same_corpus_twice():
+    runs = [invoke("data", "describe", "locomo-haystack:8000", "--json") for _ in range(2)]
+    assert all(r.exit_code == 0 for r in runs), runs[0].output
+    info = [json.loads(r.stdout) for r in runs]
+    assert info[0] == info[1]
+    assert info[0]["turns"] == 8000 and info[0]["queries"] >= 1530 and info[0]["conversations"] > 10
+
+
 def test_bad_path_is_one_clear_line(tmp_path):
     res = invoke("data", "describe", "locomo", "--path", str(tmp_path / "missing.json"))
     assert res.exit_code == 2

@@ -46,6 +46,13 @@ def fails(capsys, home, *args):
     (("reranker", "train", "locomo", "--budget", "0"), "--budget must be a fraction in (0, 1], got 0.0"),
     (("reranker", "train", "locomo", "--budget", "1.5"), "--budget must be a fraction in (0, 1], got 1.5"),
     (("reranker", "train", "locomo", "--name", "../x"), "--name must be a plain folder name"),
+    (("reranker", "train", "locomo", "--precision", "fp8"), "--precision must be fp32, bf16 or auto, got 'fp8'"),
+    (("reranker", "curve", "locomo", "--point", "0.5:1"), "--point must be BUDGET:EPOCHS:NEGATIVES"),
+    (("reranker", "curve", "locomo", "--point", "1.5:1:7"), "--point budget must be a fraction in (0, 1], got 1.5"),
+    (("reranker", "curve", "locomo", "--point", "0.5:0:7"), "--point epochs must be >= 1, got 0"),
+    (("pools", "build", *SYN, "--ray-address", "127.0.0.1:1"), "--ray-address needs --ray"),
+    (("pools", "build", *SYN, "--ray", "--workers", "0"), "--workers must be >= 1, got 0"),
+    (("data", "describe", "locomo-haystack:12x"), "DATASET 'locomo-haystack:12x': expected locomo-haystack[:N]"),
 ])
 def test_ranges(capsys, isolated_home, args, expected):
     assert fails(capsys, isolated_home, *args).startswith(f"error: {expected}")
