@@ -1,0 +1,417 @@
+"""Issue 14's size curve (`make haystack`): the systems table and RIF at growing `locomo-haystack` sizes.
+
+Does RIF's gain depend on corpus size? Every size runs the same pipeline, reranker and arms; only the
+filler grows (a smaller haystack is a prefix of a larger one, docs/haystack.md). Each stage reads the
+pool, pair-score and embedding caches, and a finished size is stored in `sizes/<dataset>.json`, so a
+killed study resumes where it stopped. Definitions (saturation, buckets, verdicts): docs/haystack_study.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import stats
+from ..datasets import load_dataset
+from ..datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
+from ..figures import style
+from ..paths import results_dir
+from ..pools import PoolBuilder
+from ..results import load_run
+from ..retrieval.pipeline import PipelineConfig
+from ..retrieval.rerank import resolve_reranker
+from ..rif.protocols import PROTOCOLS
+from ..second_stage import DEFAULT_MODE
+from .behaviour_study import ALL, behaviour_study
+from .rif import RIFExperiment
+from .systems import SystemsExperiment, _atomic_write
+
+GAIN_ARMS = ("clustered30-gap", "global-gap", "control")  # the arms the size curve follows, each against the baseline
+SATURATION_ARMS = ("global-gap", "clustered30-gap")
+BUCKETS = ("hot", "cold", "unseen")  # paper protocol only: the other protocols' rows carry "heldout" / "stream"
+SYSTEM_ROWS = ("rrf", "full", "control")
+PAPER_TURNS = 199_509  # LongMemEval S, the corpus of the paper's claim
+ALPHA = 0.05
+STUDY_DIR = "haystack_study"
+
+
+@dataclass
+class HaystackStudyConfig:
+    """What the size curve runs; `run()` writes results/haystack_study/ (docs/haystack_study.md)."""
+
+    sizes: tuple[int, ...] = (25_000, 50_000, 100_000)  # haystack turns, LoCoMo's included, between LoCoMo and `full`
+    locomo: bool = True  # plain LoCoMo as the first point of the curve (its pools are the ones `locomo` runs use)
+    full: bool = True  # the whole haystack as the last point
+    granularities: tuple[str, ...] = ("turn",)  # add "message" for `locomo-haystack-msg[:N]`
+    protocols: tuple[str, ...] = PROTOCOLS
+    seeds: int = 5
+    ks: tuple[int, ...] = (10, 30, 50, 100)  # RIF cluster counts (every arm of each); must hold 30 for clustered30-gap
+    burn_in: int | None = None  # RIFExperiment's default (5,000)
+    reranker: str = "auto"
+    backend: str = "auto"
+    second_stage: str = DEFAULT_MODE
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    path: str | None = None  # LoCoMo's file
+    limit_queries: int | None = None  # quick runs only
+    ray: bool = False  # pool builds (embedding, pair scoring) on Ray workers (docs/distributed.md)
+    workers: int = 2
+    ray_address: str | None = None
+    progress: bool = True
+
+    def __post_init__(self):
+        self.sizes, self.granularities, self.protocols = tuple(self.sizes), tuple(self.granularities), tuple(self.protocols)
+        self.ks = tuple(self.ks)
+        if 30 not in self.ks:
+            raise ValueError(f"ks must hold 30 (the curve follows clustered30-gap), got {list(self.ks)}")
+        bad = [p for p in self.protocols if p not in PROTOCOLS]
+        if bad or not self.protocols:
+            raise ValueError(f"protocols must be a non-empty subset of {PROTOCOLS}, got {list(self.protocols)}")
+        bad = [g for g in self.granularities if g not in GRANULARITIES]
+        if bad or not self.granularities:
+            raise ValueError(f"granularities must be a non-empty subset of {GRANULARITIES}, got {list(self.granularities)}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.ray_address and not self.ray:
+            raise ValueError("ray_address needs ray=True")
+        if any(b <= a for a, b in zip(self.sizes, self.sizes[1:])):
+            raise ValueError(f"sizes must be strictly increasing, got {list(self.sizes)}")
+        if not (self.sizes or self.locomo or self.full):
+            raise ValueError("the study has no size: give sizes, or locomo=True / full=True")
+
+    def datasets(self) -> list[str]:
+        """The dataset names of the curve, smallest first (plain LoCoMo once, then each granularity's haystacks)."""
+        names = ["locomo"] if self.locomo else []
+        for g in self.granularities:
+            base = HAYSTACK_NAME + ("-msg" if g == "message" else "")
+            names += [f"{base}:{n}" for n in self.sizes] + ([base] if self.full else [])
+        return names
+
+    def validate(self) -> dict[str, int]:
+        """Sizes against LoCoMo's and each full haystack's turn count (loads them: seconds, no model); returns those counts."""
+        locomo = len(load_dataset("locomo", self.path).require_corpus())
+        limits = {"locomo": locomo}
+        if self.sizes and self.sizes[0] <= locomo:
+            raise ValueError(f"haystack sizes must exceed LoCoMo's {locomo:,} turns, got {self.sizes[0]:,}")
+        for g in self.granularities:
+            name = HAYSTACK_NAME + ("-msg" if g == "message" else "")
+            limits[name] = len(load_dataset(name, self.path).require_corpus())
+            if self.sizes and self.sizes[-1] >= limits[name]:
+                raise ValueError(f"size {self.sizes[-1]:,} is not below the full {name} ({limits[name]:,} turns); "
+                                 "use full=True for the whole haystack")
+        return limits
+
+    def key(self) -> str:
+        """What a stored size depends on (not sizes, Ray or progress): a stored size with another key is recomputed."""
+        keep = {k: v for k, v in asdict(self).items() if k not in ("sizes", "locomo", "full", "granularities", "ray", "workers",
+                                                                    "ray_address", "progress")}
+        return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    def run(self, results_root: Path | None = None) -> dict:
+        return HaystackStudy(self, Path(results_root or results_dir()) / STUDY_DIR).run()
+
+
+class HaystackStudy:
+    """Runs the stages of one config into `out`; `stages` records what each size computed or reused."""
+
+    def __init__(self, config: HaystackStudyConfig, out: Path):
+        self.config, self.out = config, out
+        self.stages: list[dict] = []
+
+    def log(self, text: str) -> None:
+        if self.config.progress:
+            print(f"[haystack study] {text}", file=sys.stderr, flush=True)
+
+    def run(self) -> dict:
+        cfg = self.config
+        limits = cfg.validate()
+        names = cfg.datasets()
+        self.log(f"{len(names)} sizes x {len(cfg.protocols)} protocols x {cfg.seeds} seeds; key {cfg.key()}; out {self.out}")
+        (self.out / "sizes").mkdir(parents=True, exist_ok=True)
+        sizes = [self.size(i, name, len(names)) for i, name in enumerate(names)]
+        largest = max(sizes, key=lambda s: s["turns"])
+        summary = {"config": {**asdict(cfg), "pipeline": asdict(cfg.pipeline)}, "key": cfg.key(), "limits": limits,
+                   "reranker": largest["reranker"], "reranker_identity": largest["reranker_identity"],
+                   "protocols": list(cfg.protocols), "seeds": largest["seeds"], "sizes": sizes,
+                   "behaviour": self.behaviour(largest), "stages": self.stages, "results_dir": str(self.out)}
+        summary["charts"] = write_charts(summary, self.out)
+        _atomic_write(self.out / "size_curve.md", lambda p: p.write_text(size_curve_table(summary)))
+        _atomic_write(self.out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
+        self.log(f"done: {self.out / 'summary.json'}")
+        return summary
+
+    def size(self, i: int, name: str, total: int) -> dict:
+        cfg, where = self.config, f"{i + 1}/{total} {name}"
+        stored = self.out / "sizes" / f"{name.replace(':', '-')}.json"
+        if stored.exists():
+            record = json.loads(stored.read_text())
+            if record.get("key") == cfg.key():
+                self.log(f"{where}: stored, not recomputed")
+                self.stages.append({"dataset": name, "stage": "size", "status": "stored"})
+                return record
+        runs = self.out / "runs"
+        seconds: dict[str, float] = {}
+        t = time.perf_counter()
+        ds = load_dataset(name, cfg.path, None, cfg.limit_queries)
+        corpus = ds.require_corpus()
+        seconds["load"] = time.perf_counter() - t
+        self.log(f"{where}: {len(corpus):,} turns, {len(ds.queries):,} queries; pools")
+        t = time.perf_counter()
+        builder = PoolBuilder(ds, resolve_reranker(cfg.reranker, backend=cfg.backend), cfg.pipeline, progress=cfg.progress)
+        if cfg.ray:
+            from ..distributed import RayConfig, build_pools_on_ray
+
+            pools = build_pools_on_ray(builder, RayConfig(workers=cfg.workers, address=cfg.ray_address), progress=cfg.progress)
+        else:
+            pools = builder.build()
+        seconds["pools"] = time.perf_counter() - t
+        scored = int(getattr(builder, "scored", 0))  # set only when this build scored pairs; 0 when every pool was stored
+        self.stages.append({"dataset": name, "stage": "pools", "status": "built" if scored else "cached", "pairs_scored": scored})
+        self.log(f"{where}: systems")
+        t = time.perf_counter()
+        common = dict(dataset=name, path=cfg.path, reranker=cfg.reranker, backend=cfg.backend, limit_queries=cfg.limit_queries,
+                      pipeline=cfg.pipeline, second_stage=cfg.second_stage, progress=cfg.progress)
+        systems = SystemsExperiment(**common).run(runs)
+        seconds["systems"] = time.perf_counter() - t
+        record = {"key": cfg.key(), "dataset": ds.name, "name": name, "turns": len(corpus),
+                  "filler_turns": sum(is_filler(t.id) for t in corpus.turns), "n_queries": len(ds.queries),
+                  "reranker": systems["reranker"], "reranker_identity": systems["reranker_identity"],
+                  "systems": {r["name"]: r for r in systems["systems"] if r["name"] in SYSTEM_ROWS},
+                  "systems_dir": systems["results_dir"], "protocols": {}}
+        for protocol in cfg.protocols:
+            self.log(f"{where}: rif {protocol}")
+            t = time.perf_counter()
+            rif = RIFExperiment(protocol=protocol, seeds=cfg.seeds, ks=cfg.ks, burn_in=cfg.burn_in, map=False, **common).run(runs)
+            seconds[f"rif_{protocol}"] = time.perf_counter() - t
+            record["seeds"] = rif["seeds"]
+            record["protocols"][protocol] = protocol_record(rif, len(corpus))
+        top30 = _rrf_top(pools.packed([q.id for q in ds.queries]), corpus.ids, cfg.pipeline.pool_size)
+        dup = duplicate_report(corpus)
+        record["duplicates"] = {**{k: v for k, v in dup.as_dict().items() if k != "most_common"},
+                                "top30": duplicate_share(top30, dup.duplicate_ids, k=cfg.pipeline.pool_size)}
+        record["seconds"] = {k: round(v, 2) for k, v in seconds.items()}
+        self.stages.append({"dataset": name, "stage": "size", "status": "computed"})
+        _atomic_write(stored, lambda p: p.write_text(json.dumps(record, indent=2, default=str)))
+        return record
+
+    def behaviour(self, largest: dict) -> dict:
+        """The behaviour decomposition of clustered30-gap at the largest size, per protocol: the `all` rows in the summary,
+        every row (per question type) in behaviour_<dataset>_<protocol>.csv."""
+        out = {"dataset": largest["dataset"], "arm": GAIN_ARMS[0], "protocols": {}}
+        for protocol, rec in largest["protocols"].items():
+            tables = behaviour_study(load_run(rec["results_dir"]), GAIN_ARMS[0])
+            csv = self.out / f"behaviour_{largest['dataset']}_{protocol}.csv"
+            _atomic_write(csv, lambda p: tables["deltas"].to_csv(p, index=False))
+            rows = tables["deltas"][tables["deltas"]["group"] == ALL].drop(columns="group")
+            out["protocols"][protocol] = {"csv": csv.name, "all": json.loads(rows.to_json(orient="records"))}
+        return out
+
+
+def _rrf_top(packed, ids: list[str], k: int) -> list[list[str]]:
+    """Each query's first-stage (RRF) top-k as turn ids: the list the reranker reorders in `full` (pool rows are in RRF order)."""
+    return [[ids[j] for j in packed.doc_idx[packed.rows(i)][:k]] for i in range(len(packed.query_ids))]
+
+
+def protocol_record(rif: dict, turns: int) -> dict:
+    """One RIF summary reduced to the curve: gains of GAIN_ARMS vs baseline, saturation, bucket gains (paper protocol)."""
+    arms = {a["name"]: a for a in rif["arms"]}
+    gains = {}
+    for name in GAIN_ARMS:
+        a = arms[name]
+        gains[name] = {"delta": a["delta_ndcg"]["mean"], "ci": a["delta_ndcg"]["ci"], "p": a["p"], "p_holm": a["p_holm"],
+                       "seed_mean": a["delta_ndcg"]["seed_mean"], "seed_sd": a["delta_ndcg"]["seed_sd"],
+                       "vs_control": a.get("delta_vs_control")}
+    saturation, seeds = saturation_of(rif, turns)
+    record = {"results_dir": rif["results_dir"], "run_id": rif["run_id"], "baseline_ndcg": arms["baseline"]["ndcg@10"]["mean"],
+              "gains": gains, "saturation": saturation, "saturation_seeds": seeds}
+    if rif["protocol"] == "paper":
+        record["buckets"] = bucket_gains(load_run(rif["results_dir"]).per_query, rif["seeds"][0])
+    return record
+
+
+def saturation_of(rif: dict, turns: int) -> tuple[dict[str, float], list[int]]:
+    """Per SATURATION_ARM: distinct suppressed turns / corpus turns after the replay, averaged over a run's splits
+    (held-out: A->B and B->A) and over the seeds the summary reports: every seed from `suppressed_by_seed`
+    where the RIF summary has it, else the first seed's `suppressed_entries`. Also returns those seeds."""
+    by_seed = rif.get("suppressed_by_seed") or {str(rif["seeds"][0]): {a["name"]: a["suppressed_entries"] for a in rif["arms"]}}
+    out = {}
+    for name in SATURATION_ARMS:
+        per_seed = [np.mean([s["docs"] for s in arms[name].values()]) if arms.get(name) else 0.0 for arms in by_seed.values()]
+        out[name] = float(np.mean(per_seed) / turns)
+    return out, [int(s) for s in by_seed]
+
+
+def bucket_gains(per_query: pd.DataFrame, seed: int, arm: str = GAIN_ARMS[0]) -> dict:
+    """Paired NDCG@10 gain of `arm` over the baseline per hot / cold / unseen bucket, first seed, with 95 % CI."""
+    first = per_query[per_query["seed"] == seed]
+    key = ["query_id", "split"]
+    mine = first[first["arm"] == arm].set_index(key)
+    base = first[first["arm"] == "baseline"].set_index(key)["ndcg@10"].reindex(mine.index)
+    out = {}
+    for b in BUCKETS:
+        m = (mine["bucket"] == b).to_numpy()
+        if m.any():
+            d = stats.paired_delta_ci(mine["ndcg@10"].to_numpy()[m], base.to_numpy()[m], seed=seed)
+            out[b] = {"n": int(m.sum()), "delta": d.mean, "ci": [d.lo, d.hi]}
+    return out
+
+
+def _fmt(x: float | None, signed: bool = True) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.4f}" if signed else f"{x:.4f}"
+
+
+def _gain(g: dict) -> str:
+    p = "–" if g["p_holm"] is None else f"{g['p_holm']:.3f}"
+    return f"{_fmt(g['delta'])} [{_fmt(g['ci'][0])}, {_fmt(g['ci'][1])}] p={p}"
+
+
+def saturation_protocol(summary: dict) -> str:
+    """The protocol saturation is read from: paper (the whole query set trains suppression) when it ran."""
+    return "paper" if "paper" in summary["protocols"] else summary["protocols"][0]
+
+
+def size_curve_table(summary: dict) -> str:
+    """The RESULTS.md table: one row per size; gains are NDCG@10 deltas vs baseline, first seed, 95 % CI, Holm p."""
+    protocols, sat = summary["protocols"], saturation_protocol(summary)
+    head = ["dataset", "turns", *[f"{s} NDCG@10" for s in SYSTEM_ROWS],
+            *[f"{arm} Δ ({p})" for p in protocols for arm in GAIN_ARMS],
+            *[f"saturation {arm} ({sat})" for arm in SATURATION_ARMS], "duplicate share of top-30"]
+    lines = [f"Reranker: `{summary['reranker']}`; seeds {summary['seeds']}; gains: NDCG@10 arm − baseline, seed "
+             f"{summary['seeds'][0]}, 95 % paired bootstrap CI, Holm p over the run's arms.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summary["sizes"]:
+        sysrow = [f"{s['systems'][n]['ndcg@10']:.4f} [{s['systems'][n]['ndcg@10_ci'][0]:.4f}, {s['systems'][n]['ndcg@10_ci'][1]:.4f}]"
+                  for n in SYSTEM_ROWS]
+        gains = [_gain(s["protocols"][p]["gains"][arm]) for p in protocols for arm in GAIN_ARMS]
+        sats = [f"{s['protocols'][sat]['saturation'][arm]:.1%}" for arm in SATURATION_ARMS]
+        lines.append("| " + " | ".join([s["dataset"], f"{s['turns']:,}", *sysrow, *gains, *sats,
+                                         f"{s['duplicates']['top30']['share']:.2%}"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _error_bars(gains: list[dict]) -> dict:
+    return dict(type="data", symmetric=False, array=[g["ci"][1] - g["delta"] for g in gains],
+                arrayminus=[g["delta"] - g["ci"][0] for g in gains])
+
+
+def figures(summary: dict) -> dict[str, go.Figure]:
+    """Gains vs size per protocol, saturation vs size, bucket gains vs size (paper protocol), all with x = corpus turns."""
+    sizes, rr = summary["sizes"], summary["reranker"]
+    x = [s["turns"] for s in sizes]
+    out = {}
+    for p in summary["protocols"]:
+        fig = go.Figure()
+        for arm in GAIN_ARMS:
+            g = [s["protocols"][p]["gains"][arm] for s in sizes]
+            fig.add_scatter(x=x, y=[v["delta"] for v in g], name=arm, mode="lines+markers", error_y=_error_bars(g))
+        fig.add_hline(y=0, line_dash="dot")
+        fig.update_xaxes(type="log")
+        out[f"gains_{p}"] = style(fig, f"NDCG@10 gain vs baseline by corpus size, {p} protocol (95 % CI; reranker {rr})",
+                                  "corpus turns (log)", "Δ NDCG@10")
+    sat = saturation_protocol(summary)
+    fig = go.Figure()
+    for arm in SATURATION_ARMS:
+        fig.add_scatter(x=x, y=[s["protocols"][sat]["saturation"][arm] for s in sizes], name=arm, mode="lines+markers")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(tickformat=".0%", range=[0, 1])
+    seeds = sizes[0]["protocols"][sat]["saturation_seeds"]
+    out["saturation"] = style(fig, f"Share of the corpus under suppression, {sat} protocol, seeds {seeds} (reranker {rr})",
+                              "corpus turns (log)", "suppressed turns / corpus turns")
+    if all("buckets" in s["protocols"].get("paper", {}) for s in sizes):
+        fig = go.Figure()
+        for b in BUCKETS:
+            pts = [(s["turns"], s["protocols"]["paper"]["buckets"][b]) for s in sizes if b in s["protocols"]["paper"]["buckets"]]
+            if pts:
+                fig.add_scatter(x=[t for t, _ in pts], y=[g["delta"] for _, g in pts], name=b, mode="lines+markers",
+                                error_y=_error_bars([g for _, g in pts]))
+        fig.add_hline(y=0, line_dash="dot")
+        fig.update_xaxes(type="log")
+        out["buckets"] = style(fig, f"{GAIN_ARMS[0]} gain by query bucket, paper protocol (95 % CI; reranker {rr})",
+                               "corpus turns (log)", "Δ NDCG@10")
+    return out
+
+
+def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
+    """HTML for every figure; PNG too when kaleido is installed (it is not a dependency)."""
+    png = importlib.util.find_spec("kaleido") is not None
+    written = {}
+    for name, fig in figures(summary).items():
+        files = [f"{name}.html"]
+        _atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="cdn"))
+        if png:
+            files.append(f"{name}.png")
+            fig.write_image(out / files[1])
+        written[name] = files
+    return written
+
+
+def _significant(g: dict) -> bool:
+    return g["p_holm"] is not None and g["p_holm"] < ALPHA and g["ci"][0] > 0
+
+
+def _trend(first: dict, last: dict) -> str:
+    """'rises' / 'falls' when the two 95 % CIs do not overlap, else 'is flat within its CIs'."""
+    if last["ci"][0] > first["ci"][1]:
+        return "rises"
+    if last["ci"][1] < first["ci"][0]:
+        return "falls"
+    return "is flat within its CIs"
+
+
+def verdicts(summary: dict) -> list[str]:
+    """Sentences computed from the numbers: the paper's claim at the largest size, and the saturation explanation."""
+    sizes = sorted(summary["sizes"], key=lambda s: s["turns"])
+    small, large = sizes[0], sizes[-1]
+    arm = GAIN_ARMS[0]
+    out = []
+    share = large["turns"] / PAPER_TURNS
+    for p in summary["protocols"]:
+        g = large["protocols"][p]["gains"][arm]
+        c = large["protocols"][p]["gains"]["control"]
+        holds = _significant(g)
+        beats = g["vs_control"] is not None and g["vs_control"]["ci"][0] > 0
+        out.append(f"At {large['turns']:,} turns ({share:.0%} of the paper's {PAPER_TURNS:,}), {p} protocol: {arm} changes NDCG@10 by "
+                   f"{_gain(g)} against the baseline, so the paper's claim {'holds' if holds else 'does not hold'} here "
+                   f"(rule: Holm p < {ALPHA} and CI above 0); the control arm's change is {_gain(c)}, and {arm} "
+                   f"{'beats' if beats else 'does not beat'} control (CI of the difference "
+                   f"{'above 0' if beats else 'not above 0'}).")
+    sat = saturation_protocol(summary)
+    s0, s1 = small["protocols"][sat]["saturation"]["global-gap"], large["protocols"][sat]["saturation"]["global-gap"]
+    g0, g1 = small["protocols"][sat]["gains"][arm], large["protocols"][sat]["gains"][arm]
+    trend = _trend(g0, g1)
+    head = (f"Saturation ({sat} protocol, global-gap) goes from {s0:.1%} of {small['turns']:,} turns to {s1:.1%} of "
+            f"{large['turns']:,}, while the {arm} gain {trend} ({_fmt(g0['delta'])} to {_fmt(g1['delta'])}).")
+    if len(sizes) < 2:
+        tail = "One size cannot test the saturation explanation."
+    elif s1 >= s0:
+        tail = "Saturation did not fall with size, so this curve cannot test the saturation explanation."
+    elif trend == "rises":
+        tail = "Less saturation came with a larger gain: consistent with the paper's saturation explanation."
+    else:
+        tail = "Saturation fell but the gain did not rise: the curve does not support the saturation explanation."
+    out.append(f"{head} {tail}")
+    return out
+
+
+def results_section(summary: dict, charts_base: str = "data/results/haystack_study") -> str:
+    """The RESULTS.md section: the size-curve table, links to the charts, and the computed verdicts."""
+    links = ", ".join(f"[{name}]({charts_base}/{files[0]})" for name, files in summary["charts"].items())
+    return "\n".join(["## LoCoMo in a conversation haystack: the size curve (issue 14)", "",
+                      size_curve_table(summary), f"Charts: {links}.", "", *[f"- {v}" for v in verdicts(summary)], ""])
+
+
+__all__ = ["GAIN_ARMS", "HaystackStudy", "HaystackStudyConfig", "PAPER_TURNS", "bucket_gains", "figures", "protocol_record",
+           "results_section", "size_curve_table", "verdicts", "write_charts"]
