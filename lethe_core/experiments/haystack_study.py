@@ -15,6 +15,7 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -100,13 +101,13 @@ class HaystackStudyConfig:
 
     def validate(self) -> dict[str, int]:
         """Sizes against LoCoMo's and each full haystack's turn count (loads them: seconds, no model); returns those counts."""
-        locomo = len(load_dataset("locomo", self.path).require_corpus())
+        locomo = _turns("locomo", self.path)
         limits = {"locomo": locomo}
         if self.sizes and self.sizes[0] <= locomo:
             raise ValueError(f"haystack sizes must exceed LoCoMo's {locomo:,} turns, got {self.sizes[0]:,}")
         for g in self.granularities:
             name = HAYSTACK_NAME + ("-msg" if g == "message" else "")
-            limits[name] = len(load_dataset(name, self.path).require_corpus())
+            limits[name] = _turns(name, self.path)
             if self.sizes and self.sizes[-1] >= limits[name]:
                 raise ValueError(f"size {self.sizes[-1]:,} is not below the full {name} ({limits[name]:,} turns); "
                                  "use full=True for the whole haystack")
@@ -120,6 +121,12 @@ class HaystackStudyConfig:
 
     def run(self, results_root: Path | None = None) -> dict:
         return HaystackStudy(self, Path(results_root or results_dir()) / STUDY_DIR).run()
+
+
+@lru_cache(maxsize=None)
+def _turns(name: str, path: str | None) -> int:
+    """A dataset's turn count; kept per process (the full haystack takes seconds to load, and its size is fixed)."""
+    return len(load_dataset(name, path).require_corpus())
 
 
 class HaystackStudy:
