@@ -183,8 +183,9 @@ class HaystackStudy:
         else:
             pools = builder.build()
         seconds["pools"] = time.perf_counter() - t
-        scored = int(getattr(builder, "scored", 0))  # set only when this build scored pairs; 0 when every pool was stored
-        self.stages.append({"dataset": name, "stage": "pools", "status": "built" if scored else "cached", "pairs_scored": scored})
+        # `scored` / `hits` exist only when some query had no stored pool; with Ray the pairs were scored before, so read as hits
+        self.stages.append({"dataset": name, "stage": "pools", "status": "built" if hasattr(builder, "scored") else "cached",
+                            "pairs_scored": int(getattr(builder, "scored", 0)), "pairs_from_cache": int(getattr(builder, "hits", 0))})
         self.log(f"{where}: systems")
         t = time.perf_counter()
         common = dict(dataset=name, path=cfg.path, reranker=cfg.reranker, backend=cfg.backend, limit_queries=cfg.limit_queries,
@@ -192,7 +193,7 @@ class HaystackStudy:
         systems = SystemsExperiment(**common).run(runs)
         seconds["systems"] = time.perf_counter() - t
         record = {"key": cfg.key(), "dataset": ds.name, "name": name, "turns": len(corpus),
-                  "filler_turns": sum(is_filler(t.id) for t in corpus.turns), "n_queries": len(ds.queries),
+                  "filler_turns": sum(is_filler(turn.id) for turn in corpus.turns), "n_queries": len(ds.queries),
                   "reranker": systems["reranker"], "reranker_identity": systems["reranker_identity"],
                   "systems": {r["name"]: r for r in systems["systems"] if r["name"] in SYSTEM_ROWS},
                   "systems_dir": systems["results_dir"], "protocols": {}}

@@ -35,7 +35,8 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
         assert 0.0 <= size["duplicates"]["top30"]["share"] <= 1.0 and size["duplicates"]["top30"]["lists"] == 60
     assert s["behaviour"]["dataset"] == "locomo-haystack-8000" and set(s["behaviour"]["protocols"]) == {"paper", "prequential"}
     assert {r["metric"] for r in s["behaviour"]["protocols"]["paper"]["all"]} >= {"ndcg@10", "exact_episode"}
-    assert [x["status"] for x in s["stages"] if x["stage"] == "pools"] == ["built", "built"]
+    pools = [x for x in s["stages"] if x["stage"] == "pools"]
+    assert [x["status"] for x in pools] == ["built", "built"] and all(x["pairs_scored"] > 0 for x in pools)
 
     # a second run reads every finished size; with one size's record gone, that size is recomputed from cached pools
     s2 = HaystackStudyConfig(**TINY).run(tmp_path)
@@ -49,6 +50,21 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
     assert s3["sizes"][1]["protocols"]["paper"]["gains"] == s["sizes"][1]["protocols"]["paper"]["gains"]  # deterministic
     # another study config (seeds) does not reuse a stored size
     assert HaystackStudyConfig(**{**TINY, "seeds": 2}).key() != HaystackStudyConfig(**TINY).key()
+
+
+def test_ray_builds_the_pools(tmp_path, monkeypatch):
+    import lethe_core.distributed as distributed
+
+    seen = []
+
+    def fake(builder, config, progress=True):  # the Ray path itself is tested in test_distributed.py
+        seen.append(config)
+        return builder.build()
+
+    monkeypatch.setattr(distributed, "build_pools_on_ray", fake)
+    cfg = {**TINY, "sizes": (7000,), "protocols": ("paper",), "ray": True, "workers": 3, "ray_address": "10.0.0.1:6379"}
+    s = HaystackStudyConfig(**cfg).run(tmp_path)
+    assert [(c.workers, c.address) for c in seen] == [(3, "10.0.0.1:6379")] and s["sizes"][0]["turns"] == 7000
 
 
 @pytest.mark.parametrize("change, message", [
