@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker learning-curve reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,6 +38,9 @@ reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo
+
+haystack: setup  ## issue 14's size curve: systems and RIF (3 protocols, 5 seeds) on LoCoMo in 5.9k to 145k-turn haystacks (resumable; docs/haystack_study.md)
+	$(BIN)/lethe-lab haystack
 
 reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reranker, both second stages, three protocols, teacher study)
 	$(BIN)/lethe-lab reranker report minilm-2fold --backend torch

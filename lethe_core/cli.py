@@ -487,6 +487,38 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     typer.echo(f"{len(ran)} executed, {len(log) - len(ran)} up to date; {sum(e['seconds'] for e in ran) / 60:.1f} min")
 
 
+@app.command("haystack")
+@_guard
+def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="haystack turn counts between LoCoMo's 5,882 and the full haystack, comma-separated (plain LoCoMo and the full haystack are always added)"),
+             messages: bool = typer.Option(False, "--messages", help="also the message-granularity haystacks (locomo-haystack-msg)"),
+             protocols: str = typer.Option("paper,heldout,prequential", "--protocols", help="comma-separated RIF protocols"),
+             seeds: int = typer.Option(5, "--seeds", help="burn-in seeds (>= 1)"), path: Optional[str] = PathOpt,
+             reranker: str = RerankerOpt, backend: str = BackendOpt, encoder: str = EncoderOpt, limit_queries: Optional[int] = LimitOpt,
+             ray: bool = typer.Option(False, "--ray", help="build the pools on Ray workers (docs/distributed.md)"),
+             ray_address: Optional[str] = typer.Option(None, "--ray-address", help="an existing Ray cluster; default: a local instance"),
+             workers: int = typer.Option(2, "--workers", help="Ray workers, one CPU each"), as_json: bool = JsonOpt) -> None:
+    """Issue 14's size curve: systems and RIF on LoCoMo in growing haystacks (resumable; docs/haystack_study.md)."""
+    from .experiments.haystack_study import HaystackStudyConfig, results_section
+    from .retrieval.pipeline import PipelineConfig
+
+    _check_run("locomo", path, limit_queries, None, reranker, encoder, backend=backend)
+    check.at_least("--workers", workers, 1)
+    try:
+        turns = tuple(int(x) for x in sizes.split(",") if x.strip())
+    except ValueError:
+        raise check.ArgError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    config = HaystackStudyConfig(sizes=turns, granularities=("turn", "message") if messages else ("turn",),
+                                 protocols=tuple(p.strip() for p in protocols.split(",") if p.strip()), seeds=seeds,
+                                 reranker=reranker, backend=backend, pipeline=PipelineConfig(encoder=encoder), path=path,
+                                 limit_queries=limit_queries, ray=ray, workers=workers, ray_address=ray_address)
+    summary = config.run()
+    if as_json:
+        typer.echo(json.dumps(summary, default=str))
+        return
+    typer.echo(results_section(summary))
+    typer.echo(f"results: {summary['results_dir']}")
+
+
 @app.command("dashboard")
 def dashboard(port: int = typer.Option(8501, "--port", min=1, max=65535),
               address: str = typer.Option("127.0.0.1", "--address",

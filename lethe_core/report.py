@@ -282,6 +282,11 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
                 if idx % 4 == 0 or idx == len(lc["position"]) - 1:
                     doc.append(f"| {pos} | " + " | ".join(f"{lc[a][idx]:+.4f}" for a in arms) + " |")
             doc.append("")
+    haystack = results_dir() / "haystack_study" / "summary.json"
+    if haystack.exists():  # `make haystack` (docs/haystack_study.md)
+        from .experiments.haystack_study import results_section
+
+        doc += [results_section(json.loads(haystack.read_text()))]
     doc += [*changes_section(runs, sys_summary),
             "## Answers (section 8 of the RIF issue), read off the tables above", "", *answers(runs, len(ctx.dataset.corpus)), "",
             "## Reading the numbers", "", *interpretation(paper, study), "",

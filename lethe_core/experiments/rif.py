@@ -139,6 +139,8 @@ class RIFExperiment:
         summary.update({"dataset": ds.name, "protocol": self.protocol, "reranker": pools.reranker, "results_dir": str(out),
                         "run_id": run_id, "n_queries": len(qids), "dropped": ds.dropped(), "seeds": seeds, "burn_in": burn_in,
                         "reranker_identity": pools.manifest.get("reranker_identity"),
+                        "suppressed_by_seed": {str(s): {a: {str(k): v for k, v in splits.items()} for a, splits in by_arm.items()}
+                                               for s, by_arm in suppressed.items()},
                         "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"],
                         "schema_version": SCHEMA_VERSION})
         snap_frame = _snapshots_frame(snaps, ds)
