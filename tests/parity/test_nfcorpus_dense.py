@@ -1,10 +1,9 @@
 """The bi-encoder backends against the shared data's check figure: NFCorpus dense NDCG@10 = 0.3165 (323 test queries).
 
 The `vector` system of `lethe-lab systems nfcorpus` is the dense leg's top-10; the lexical test reranker only
-fills the pools' logit column and does not touch that system. Measured (2026-12-02): torch 0.3165, onnx 0.3165,
-onnx-int8 0.3138 — int8 misses the ±0.002 band, which is why the bi-encoder's default backend stays torch (ONNX
-fp32 matches it but is not faster on 2 cores). Torch is the figure the shared data ships; this test pins the ONNX
-export to it (one NFCorpus embedding, a few minutes on 2 cores: outside `make test`, run by `make parity-heavy`).
+fills the pools' logit column and does not touch that system. Measured (2026-12-02, TorchScript export): torch
+0.3165, onnx 0.3165, onnx-int8 0.3153 (the earlier dynamo export's int8: 0.3138). Torch is the figure the shared
+data ships; this test pins the ONNX export to it (one NFCorpus embedding, a few minutes on 2 cores: outside `make test`, run by `make parity-heavy`).
 """
 
 import pytest
