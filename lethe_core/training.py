@@ -16,7 +16,7 @@ queries nor its turns):
   longest pair (the loss is unchanged; padding is what dominates CPU time), groups are
   bucketed by length across the epoch, and torch uses every core;
 - precision: `fp32`, or `bf16` autocast (weights, optimiser and loss stay fp32; the matmuls run
-  in bfloat16), about 2.3x the pairs/s on a CPU with native bf16 (benchmarks/training_speed.py).
+  in bfloat16), about 2x the pairs/s on a CPU with native bf16 (benchmarks/training_speed.py: 1.98x).
   `auto` is bf16 where oneDNN reports native bf16 support and fp32 elsewhere (emulated bf16 is
   slower than fp32); the recipe records the resolved precision.
 The result lands in `data/models/<name>/` (fold folders + `trained.json` with the config,
