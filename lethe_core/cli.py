@@ -496,9 +496,12 @@ def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="ha
              reranker: str = RerankerOpt, backend: str = BackendOpt, encoder: str = EncoderOpt, limit_queries: Optional[int] = LimitOpt,
              ray: bool = typer.Option(False, "--ray", help="build the pools on Ray workers (docs/distributed.md)"),
              ray_address: Optional[str] = typer.Option(None, "--ray-address", help="an existing Ray cluster; default: a local instance"),
-             workers: int = typer.Option(2, "--workers", help="Ray workers, one CPU each"), as_json: bool = JsonOpt) -> None:
+             workers: int = typer.Option(2, "--workers", help="Ray workers, one CPU each"),
+             publish: bool = typer.Option(False, "--publish", help="write the charts as SVG to docs/figures/haystack/ and the section into RESULTS.md (needs kaleido and Chromium)"),
+             as_json: bool = JsonOpt) -> None:
     """Issue 14's size curve: systems and RIF on LoCoMo in growing haystacks (resumable; docs/haystack_study.md)."""
     from .experiments.haystack_study import HaystackStudyConfig, results_section
+    from .experiments.haystack_study import publish as publish_results
     from .retrieval.pipeline import PipelineConfig
 
     _check_run("locomo", path, limit_queries, None, reranker, encoder, backend=backend)
@@ -511,7 +514,14 @@ def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="ha
                                  protocols=tuple(p.strip() for p in protocols.split(",") if p.strip()), seeds=seeds,
                                  reranker=reranker, backend=backend, pipeline=PipelineConfig(encoder=encoder), path=path,
                                  limit_queries=limit_queries, ray=ray, workers=workers, ray_address=ray_address)
+    if publish:
+        import importlib.util
+
+        if importlib.util.find_spec("kaleido") is None:  # before the study, not after it
+            raise check.ArgError("--publish needs kaleido and a Chromium: `pip install kaleido==1.5.0` and `make browser`")
     summary = config.run()
+    if publish:
+        typer.echo(f"wrote {publish_results(summary)}", err=True)
     if as_json:
         typer.echo(json.dumps(summary, default=str))
         return

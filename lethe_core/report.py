@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import date
 from pathlib import Path
 
@@ -282,11 +283,14 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
                 if idx % 4 == 0 or idx == len(lc["position"]) - 1:
                     doc.append(f"| {pos} | " + " | ".join(f"{lc[a][idx]:+.4f}" for a in arms) + " |")
             doc.append("")
+    path = out or REPO_ROOT / "RESULTS.md"
     haystack = results_dir() / "haystack_study" / "summary.json"
     if haystack.exists():  # `make haystack` (docs/haystack_study.md)
-        from .experiments.haystack_study import results_section
+        from .experiments.haystack_study import FIGURES_DIR, results_section
 
-        doc += [results_section(json.loads(haystack.read_text()))]
+        summary = json.loads(haystack.read_text())
+        images = {n: os.path.relpath(FIGURES_DIR / f"{n}.svg", path.parent) for n in summary["charts"] if (FIGURES_DIR / f"{n}.svg").exists()}
+        doc += [results_section(summary, images=images)]
     doc += [*changes_section(runs, sys_summary),
             "## Answers (section 8 of the RIF issue), read off the tables above", "", *answers(runs, len(ctx.dataset.corpus)), "",
             "## Reading the numbers", "", *interpretation(paper, study), "",
@@ -294,6 +298,5 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
             "A simulated teacher gives every pool member logit = 3·[relevant] − 1.5 + σ·N(0,1) (seeded); σ is set by bisection so that "
             "the reranked top-30 reaches each target NDCG@10, from the first stage's own level to the oracle. The real reranker is placed "
             "by its own baseline NDCG@10 and its measured gains.", "", teacher_section(runs, study), ""]
-    path = out or REPO_ROOT / "RESULTS.md"
     path.write_text("\n".join(doc))
     return path

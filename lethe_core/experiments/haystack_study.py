@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,7 @@ from .. import stats
 from ..datasets import load_dataset
 from ..datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
 from ..figures import style
-from ..paths import results_dir
+from ..paths import REPO_ROOT, results_dir
 from ..pools import PoolBuilder
 from ..results import load_run
 from ..retrieval.pipeline import PipelineConfig
@@ -39,11 +40,16 @@ from .systems import SystemsExperiment, _atomic_write
 
 GAIN_ARMS = ("clustered30-gap", "global-gap", "control")  # the arms the size curve follows, each against the baseline
 SATURATION_ARMS = ("global-gap", "clustered30-gap")
+COLOURS = {"clustered30-gap": "#1f77b4", "global-gap": "#d62728", "control": "#2ca02c",  # one colour per arm in every chart
+           "hot": "#ff7f0e", "cold": "#17becf", "unseen": "#7f7f7f"}
 BUCKETS = ("hot", "cold", "unseen")  # paper protocol only: the other protocols' rows carry "heldout" / "stream"
 SYSTEM_ROWS = ("rrf", "full", "control")
 PAPER_TURNS = 199_509  # LongMemEval S, the corpus of the paper's claim
 ALPHA = 0.05
 STUDY_DIR = "haystack_study"
+FIGURES_DIR = REPO_ROOT / "docs" / "figures" / "haystack"  # the charts' static copies that RESULTS.md shows (`--publish`)
+FIG_SIZE = dict(width=1000, height=520)  # static copies: wide enough for the titles, which name the reranker
+SECTION_TITLE = "## LoCoMo in a conversation haystack: the size curve (issue 14)"
 
 
 @dataclass
@@ -310,6 +316,23 @@ def size_curve_table(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def behaviour_table(summary: dict) -> str:
+    """The behaviour decomposition of clustered30-gap at the largest size: one row per behaviour, one column per protocol
+    (rate of the arm − rate of the baseline over all queries, 95 % paired CI); behaviours no query has are left out."""
+    b = summary["behaviour"]
+    protocols = list(b["protocols"])
+    rows = {r["metric"]: {} for p in protocols for r in b["protocols"][p]["all"] if r["n"]}
+    for p in protocols:
+        for r in b["protocols"][p]["all"]:
+            if r["n"]:
+                rows[r["metric"]][p] = f"{_fmt(r['delta'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
+    lines = [f"Behaviour decomposition of {b['arm']} at `{b['dataset']}` (arm − baseline over all "
+             f"{max(r['n'] for p in protocols for r in b['protocols'][p]['all']):,} queries, 95 % paired CI; definitions: docs/method.md):", "", "| behaviour | " + " | ".join(protocols) + " |",
+             "|---" * (len(protocols) + 1) + "|"]
+    lines += [f"| {m} | " + " | ".join(v.get(p, "–") for p in protocols) + " |" for m, v in rows.items()]
+    return "\n".join(lines) + "\n"
+
+
 def _error_bars(gains: list[dict]) -> dict:
     return dict(type="data", symmetric=False, array=[g["ci"][1] - g["delta"] for g in gains],
                 arrayminus=[g["delta"] - g["ci"][0] for g in gains])
@@ -324,7 +347,8 @@ def figures(summary: dict) -> dict[str, go.Figure]:
         fig = go.Figure()
         for arm in GAIN_ARMS:
             g = [s["protocols"][p]["gains"][arm] for s in sizes]
-            fig.add_scatter(x=x, y=[v["delta"] for v in g], name=arm, mode="lines+markers", error_y=_error_bars(g))
+            fig.add_scatter(x=x, y=[v["delta"] for v in g], name=arm, mode="lines+markers", error_y=_error_bars(g),
+                            line_color=COLOURS[arm])
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
         out[f"gains_{p}"] = style(fig, f"NDCG@10 gain vs baseline by corpus size, {p} protocol (95 % CI; reranker {rr})",
@@ -332,7 +356,8 @@ def figures(summary: dict) -> dict[str, go.Figure]:
     sat = saturation_protocol(summary)
     fig = go.Figure()
     for arm in SATURATION_ARMS:
-        fig.add_scatter(x=x, y=[s["protocols"][sat]["saturation"][arm] for s in sizes], name=arm, mode="lines+markers")
+        fig.add_scatter(x=x, y=[s["protocols"][sat]["saturation"][arm] for s in sizes], name=arm, mode="lines+markers",
+                        line_color=COLOURS[arm])
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", range=[0, 1])
     seeds = sizes[0]["protocols"][sat]["saturation_seeds"]
@@ -344,7 +369,7 @@ def figures(summary: dict) -> dict[str, go.Figure]:
             pts = [(s["turns"], s["protocols"]["paper"]["buckets"][b]) for s in sizes if b in s["protocols"]["paper"]["buckets"]]
             if pts:
                 fig.add_scatter(x=[t for t, _ in pts], y=[g["delta"] for _, g in pts], name=b, mode="lines+markers",
-                                error_y=_error_bars([g for _, g in pts]))
+                                error_y=_error_bars([g for _, g in pts]), line_color=COLOURS[b])
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
         out["buckets"] = style(fig, f"{GAIN_ARMS[0]} gain by query bucket, paper protocol (95 % CI; reranker {rr})",
@@ -361,7 +386,7 @@ def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
         _atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="cdn"))
         if png:
             files.append(f"{name}.png")
-            fig.write_image(out / files[1])
+            fig.write_image(out / files[1], **FIG_SIZE)
         written[name] = files
     return written
 
@@ -414,12 +439,47 @@ def verdicts(summary: dict) -> list[str]:
     return out
 
 
-def results_section(summary: dict, charts_base: str = "data/results/haystack_study") -> str:
-    """The RESULTS.md section: the size-curve table, links to the charts, and the computed verdicts."""
+def export_figures(summary: dict, out: Path = FIGURES_DIR, fmt: str = "svg") -> dict[str, Path]:
+    """Static copies of the charts (GitHub shows SVG inline). kaleido and a Chromium draw them; neither is a dependency."""
+    if importlib.util.find_spec("kaleido") is None:
+        raise RuntimeError("static charts need kaleido and a Chromium: `pip install kaleido==1.5.0` and `make browser`")
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, fig in figures(summary).items():
+        written[name] = out / f"{name}.{fmt}"
+        _atomic_write(written[name], lambda p: fig.write_image(p, format=fmt, **FIG_SIZE))
+    return written
+
+
+def results_section(summary: dict, charts_base: str = "data/results/haystack_study", images: dict[str, str] | None = None) -> str:
+    """The RESULTS.md section: the size-curve table, the charts (links to the interactive HTML; `images`, name -> path
+    relative to RESULTS.md, are shown inline), and the computed verdicts."""
     links = ", ".join(f"[{name}]({charts_base}/{files[0]})" for name, files in summary["charts"].items())
-    return "\n".join(["## LoCoMo in a conversation haystack: the size curve (issue 14)", "",
-                      size_curve_table(summary), f"Charts: {links}.", "", *[f"- {v}" for v in verdicts(summary)], ""])
+    shown = [f"![{name}]({path})" for name, path in (images or {}).items()]
+    return "\n".join([SECTION_TITLE, "", size_curve_table(summary), *[x for img in shown for x in (img, "")],
+                      f"Interactive charts (after `make haystack`): {links}.", "",
+                      *([behaviour_table(summary)] if "behaviour" in summary else []), *[f"- {v}" for v in verdicts(summary)], ""])
 
 
-__all__ = ["GAIN_ARMS", "HaystackStudy", "HaystackStudyConfig", "PAPER_TURNS", "bucket_gains", "figures", "protocol_record",
-           "results_section", "size_curve_table", "verdicts", "write_charts"]
+def splice_section(doc: str, section: str, before: str = "## Changes since") -> str:
+    """`doc` with its size-curve section replaced by `section` (up to the next `## ` heading), or inserted before the
+    heading starting with `before` (at the end when there is none)."""
+    lines = doc.split("\n")
+    if SECTION_TITLE in lines:
+        start = lines.index(SECTION_TITLE)
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    else:
+        start = end = next((i for i, line in enumerate(lines) if line.startswith(before)), len(lines))
+    return "\n".join(lines[:start] + section.rstrip("\n").split("\n") + [""] + lines[end:])
+
+
+def publish(summary: dict, results_md: Path = REPO_ROOT / "RESULTS.md", figures_dir: Path = FIGURES_DIR) -> Path:
+    """Writes the SVG charts to `figures_dir` and the section, showing them, into `results_md`; returns `results_md`."""
+    images = {name: os.path.relpath(path, results_md.parent) for name, path in export_figures(summary, figures_dir).items()}
+    doc = results_md.read_text() if results_md.exists() else ""
+    results_md.write_text(splice_section(doc, results_section(summary, images=images)))
+    return results_md
+
+
+__all__ = ["GAIN_ARMS", "HaystackStudy", "HaystackStudyConfig", "PAPER_TURNS", "bucket_gains", "export_figures", "figures",
+           "protocol_record", "publish", "results_section", "splice_section", "size_curve_table", "verdicts", "write_charts"]

@@ -35,6 +35,8 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
         assert 0.0 <= size["duplicates"]["top30"]["share"] <= 1.0 and size["duplicates"]["top30"]["lists"] == 60
     assert s["behaviour"]["dataset"] == "locomo-haystack-8000" and set(s["behaviour"]["protocols"]) == {"paper", "prequential"}
     assert {r["metric"] for r in s["behaviour"]["protocols"]["paper"]["all"]} >= {"ndcg@10", "exact_episode"}
+    section = results_section(s)
+    assert "Behaviour decomposition of clustered30-gap at `locomo-haystack-8000`" in section and "| exact_episode | " in section
     pools = [x for x in s["stages"] if x["stage"] == "pools"]
     assert [x["status"] for x in pools] == ["built", "built"] and all(x["pairs_scored"] > 0 for x in pools)
 
@@ -130,3 +132,25 @@ def test_results_section_follows_the_numbers():
     assert "trained:x" in strong
     flat = verdicts(_summary((0.003, 0.05), (0.05, 0.2)))[-1]
     assert "did not fall with size" in flat
+
+
+def test_splice_replaces_or_inserts_the_section():
+    section = results_section(_summary((0.003, 0.05), (0.6, 0.05)), images={"saturation": "docs/figures/haystack/saturation.svg"})
+    assert "![saturation](docs/figures/haystack/saturation.svg)" in section
+    doc = "# RESULTS\n\n## Protocol: paper\n\ntable\n\n## Changes since the first release\n\nlater\n"
+    once = hs.splice_section(doc, section)
+    assert once.index("## Protocol: paper") < once.index(hs.SECTION_TITLE) < once.index("## Changes since")
+    again = hs.splice_section(once, results_section(_summary((0.003, 0.004), (0.6, 0.05))))
+    assert again.count(hs.SECTION_TITLE) == 1 and "claim does not hold here" in again and "claim holds here" not in again
+    assert again.split(hs.SECTION_TITLE)[0] == once.split(hs.SECTION_TITLE)[0] and again.endswith("## Changes since the first release\n\nlater\n")
+    assert hs.splice_section("# only a title\n", section).startswith("# only a title\n\n" + hs.SECTION_TITLE)
+
+
+def test_publish_writes_svg_charts_and_the_section(tmp_path):
+    pytest.importorskip("kaleido")  # not a dependency: `--publish` is how the repository's charts are drawn
+    results_md = tmp_path / "RESULTS.md"
+    results_md.write_text("# RESULTS\n\n## Changes since the first release\n")
+    hs.publish(_summary((0.003, 0.05), (0.6, 0.05)), results_md, tmp_path / "figs")
+    svg = (tmp_path / "figs" / "saturation.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "trained:x" in svg
+    assert "![saturation](figs/saturation.svg)" in results_md.read_text()
