@@ -338,17 +338,35 @@ def _error_bars(gains: list[dict]) -> dict:
                 arrayminus=[g["delta"] - g["ci"][0] for g in gains])
 
 
+def curves(sizes: list[dict]) -> dict[str, list[dict]]:
+    """The sizes as one line per granularity ("turn", "message"), smallest first; plain LoCoMo (no filler) starts each."""
+    is_haystack = [s["dataset"].startswith(HAYSTACK_NAME) for s in sizes]
+    base = [s for s, h in zip(sizes, is_haystack) if not h]
+    out = {}
+    for label, msg in (("turn", False), ("message", True)):
+        pts = [s for s, h in zip(sizes, is_haystack) if h and s["dataset"].startswith(HAYSTACK_NAME + "-msg") == msg]
+        if pts:
+            out[label] = sorted(base + pts, key=lambda s: s["turns"])
+    return out or {"turn": sorted(base, key=lambda s: s["turns"])}
+
+
 def figures(summary: dict) -> dict[str, go.Figure]:
-    """Gains vs size per protocol, saturation vs size, bucket gains vs size (paper protocol), all with x = corpus turns."""
-    sizes, rr = summary["sizes"], summary["reranker"]
-    x = [s["turns"] for s in sizes]
+    """Gains vs size per protocol, saturation vs size, bucket gains vs size (paper protocol), all with x = corpus turns;
+    one line per arm and granularity (message haystacks dashed)."""
+    lines, rr = curves(summary["sizes"]), summary["reranker"]
+
+    def add(fig, key, label, pts, values, bars=None):
+        fig.add_scatter(x=[s["turns"] for s in pts], y=values, name=key if len(lines) == 1 else f"{key}, {label}s",
+                        mode="lines+markers", error_y=_error_bars(bars) if bars else None, line_color=COLOURS[key],
+                        line_dash="dash" if label == "message" else "solid")
+
     out = {}
     for p in summary["protocols"]:
         fig = go.Figure()
         for arm in GAIN_ARMS:
-            g = [s["protocols"][p]["gains"][arm] for s in sizes]
-            fig.add_scatter(x=x, y=[v["delta"] for v in g], name=arm, mode="lines+markers", error_y=_error_bars(g),
-                            line_color=COLOURS[arm])
+            for label, pts in lines.items():
+                g = [s["protocols"][p]["gains"][arm] for s in pts]
+                add(fig, arm, label, pts, [v["delta"] for v in g], g)
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
         out[f"gains_{p}"] = style(fig, f"NDCG@10 gain vs baseline by corpus size, {p} protocol (95 % CI; reranker {rr})",
@@ -356,20 +374,21 @@ def figures(summary: dict) -> dict[str, go.Figure]:
     sat = saturation_protocol(summary)
     fig = go.Figure()
     for arm in SATURATION_ARMS:
-        fig.add_scatter(x=x, y=[s["protocols"][sat]["saturation"][arm] for s in sizes], name=arm, mode="lines+markers",
-                        line_color=COLOURS[arm])
+        for label, pts in lines.items():
+            add(fig, arm, label, pts, [s["protocols"][sat]["saturation"][arm] for s in pts])
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", range=[0, 1])
-    seeds = sizes[0]["protocols"][sat]["saturation_seeds"]
+    seeds = summary["sizes"][0]["protocols"][sat]["saturation_seeds"]
     out["saturation"] = style(fig, f"Share of the corpus under suppression, {sat} protocol, seeds {seeds} (reranker {rr})",
                               "corpus turns (log)", "suppressed turns / corpus turns")
-    if all("buckets" in s["protocols"].get("paper", {}) for s in sizes):
+    if all("buckets" in s["protocols"].get("paper", {}) for s in summary["sizes"]):
         fig = go.Figure()
         for b in BUCKETS:
-            pts = [(s["turns"], s["protocols"]["paper"]["buckets"][b]) for s in sizes if b in s["protocols"]["paper"]["buckets"]]
-            if pts:
-                fig.add_scatter(x=[t for t, _ in pts], y=[g["delta"] for _, g in pts], name=b, mode="lines+markers",
-                                error_y=_error_bars([g for _, g in pts]), line_color=COLOURS[b])
+            for label, pts in lines.items():
+                pts = [s for s in pts if b in s["protocols"]["paper"]["buckets"]]
+                if pts:
+                    g = [s["protocols"]["paper"]["buckets"][b] for s in pts]
+                    add(fig, b, label, pts, [v["delta"] for v in g], g)
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
         out["buckets"] = style(fig, f"{GAIN_ARMS[0]} gain by query bucket, paper protocol (95 % CI; reranker {rr})",
@@ -481,5 +500,5 @@ def publish(summary: dict, results_md: Path = REPO_ROOT / "RESULTS.md", figures_
     return results_md
 
 
-__all__ = ["GAIN_ARMS", "HaystackStudy", "HaystackStudyConfig", "PAPER_TURNS", "bucket_gains", "export_figures", "figures",
+__all__ = ["GAIN_ARMS", "HaystackStudy", "HaystackStudyConfig", "PAPER_TURNS", "bucket_gains", "curves", "export_figures", "figures",
            "protocol_record", "publish", "results_section", "splice_section", "size_curve_table", "verdicts", "write_charts"]

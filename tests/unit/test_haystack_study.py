@@ -154,3 +154,16 @@ def test_publish_writes_svg_charts_and_the_section(tmp_path):
     svg = (tmp_path / "figs" / "saturation.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "trained:x" in svg
     assert "![saturation](figs/saturation.svg)" in results_md.read_text()
+
+
+def test_each_granularity_is_its_own_line():
+    sizes = [{"dataset": d, "turns": t} for d, t in [("locomo-haystack-msg", 263994), ("locomo", 5882), ("locomo-haystack-25000", 25000),
+                                                    ("locomo-haystack-msg-25000", 25000), ("locomo-haystack", 144607)]]
+    lines = hs.curves(sizes)
+    assert {k: [s["dataset"] for s in v] for k, v in lines.items()} == {
+        "turn": ["locomo", "locomo-haystack-25000", "locomo-haystack"],
+        "message": ["locomo", "locomo-haystack-msg-25000", "locomo-haystack-msg"]}
+    assert list(hs.curves(sizes[1:3])) == ["turn"]
+    one = _summary((0.003, 0.05), (0.6, 0.05))
+    names = [t.name for t in hs.figures(one)["gains_paper"].data]
+    assert names == list(GAIN_ARMS)  # one granularity: one line per arm, named by the arm alone
