@@ -1,25 +1,40 @@
 """One small plotly style shared by the notebooks and the dashboard: titles, axis labels with units, CIs.
 
 `setup_notebook()` picks a renderer that stores each figure as plotly JSON (so tests can count
-figures in an executed notebook) and as HTML with plotly.js embedded once (so an exported
-HTML page stays interactive offline).
+figures in an executed notebook) and as HTML with plotly.js embedded once and no CDN script
+(so an exported HTML page stays interactive offline; lethe_core/notebook_build.py).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.io.base_renderers import NotebookRenderer
 
 TEMPLATE = "plotly_white"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
+class OfflineNotebookRenderer(NotebookRenderer):
+    """plotly's notebook renderer without the MathJax CDN script it puts before every figure: no figure here uses LaTeX."""
+
+    def to_mimebundle(self, fig_dict):
+        bundle = super().to_mimebundle(fig_dict)
+        bundle["text/html"] = _CDN_SCRIPT.sub("", bundle["text/html"])
+        return bundle
+
+
+_CDN_SCRIPT = re.compile(r'<script src="https?://[^"]*"></script>')
+
+
 def setup_notebook() -> None:
-    pio.renderers.default = "plotly_mimetype+notebook"
+    pio.renderers["lethe_notebook"] = OfflineNotebookRenderer()
+    pio.renderers.default = "plotly_mimetype+lethe_notebook"
     pio.templates.default = TEMPLATE
 
 

@@ -24,6 +24,7 @@ from .paths import REPO_ROOT, home_dir, shared_data_dir
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 BUILD = NOTEBOOKS / "_build"
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # nbconvert templates, one folder each
 
 # Parameters every notebook declares; the tests run each notebook with these (a few seconds of work each).
 SMALL = {"dataset": "locomo", "conversations": 2, "limit_queries": None, "seeds": 2, "burn_in": 400,
@@ -113,7 +114,7 @@ def library_closure(source: str) -> list[Path]:
 
 
 def stamp(path: Path, parameters: dict) -> str:
-    """What a notebook's output depends on: its source, its parameters, the library code it imports, data and models."""
+    """What a notebook's output depends on: its source, its parameters, the library code it imports, the HTML template, data and models."""
     h = hashlib.sha256()
     source = path.read_bytes()
     h.update(source)
@@ -121,7 +122,7 @@ def stamp(path: Path, parameters: dict) -> str:
     import jupytext
 
     code = jupytext.writes(jupytext.reads(source.decode(), fmt="py:percent"), fmt="py:percent")
-    for f in library_closure(_code_only(code)):
+    for f in [*library_closure(_code_only(code)), *sorted(p for p in TEMPLATES.rglob("*") if p.is_file())]:
         h.update(str(f.relative_to(REPO_ROOT)).encode())
         h.update(f.read_bytes())
     h.update(_digest_tree([shared_data_dir()]).encode())
@@ -153,11 +154,18 @@ def execute(path: Path, out_dir: Path, parameters: dict, html: bool = True, time
                             f"(executed copy with the traceback: {tmp})") from None
     os.replace(tmp, target)
     if html:
-        from nbconvert import HTMLExporter
-
-        body, _ = HTMLExporter().from_filename(str(target))
-        (out_dir / f"{path.stem}.html").write_text(body)
+        export_html(target, out_dir / f"{path.stem}.html")
     return target
+
+
+def export_html(notebook: Path, html: Path) -> Path:
+    """A self-contained page: JupyterLab's look without its CDN scripts (templates/lethe_offline), figures interactive offline."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lethe_offline", extra_template_basedirs=[str(TEMPLATES)])
+    body, _ = exporter.from_filename(str(notebook))
+    html.write_text(body)
+    return html
 
 
 @dataclass

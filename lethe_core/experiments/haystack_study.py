@@ -397,12 +397,12 @@ def figures(summary: dict) -> dict[str, go.Figure]:
 
 
 def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
-    """HTML for every figure; PNG too when kaleido is installed (it is not a dependency)."""
+    """HTML for every figure (plotly.js once beside them, so they open offline); PNG too when kaleido is installed (not a dependency)."""
     png = importlib.util.find_spec("kaleido") is not None
     written = {}
     for name, fig in figures(summary).items():
         files = [f"{name}.html"]
-        _atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="cdn"))
+        _atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="directory"))
         if png:
             files.append(f"{name}.png")
             fig.write_image(out / files[1], **FIG_SIZE)

@@ -18,6 +18,8 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
     for name in ("summary.json", "size_curve.md", "gains_paper.html", "gains_prequential.html", "saturation.html", "buckets.html",
                  "behaviour_locomo-haystack-8000_paper.csv", "behaviour_locomo-haystack-8000_prequential.csv"):
         assert (out / name).is_file(), name
+    chart = (out / "saturation.html").read_text()
+    assert 'src="plotly.min.js"' in chart and "cdn" not in chart.lower() and (out / "plotly.min.js").stat().st_size > 1_000_000
     table = (out / "size_curve.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| locomo-haystack")]
     assert [r.split(" | ")[0] for r in rows] == ["| locomo-haystack-7000", "| locomo-haystack-8000"]
