@@ -18,6 +18,7 @@ from plotly.io.base_renderers import NotebookRenderer
 TEMPLATE = "plotly_white"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+_CDN_SCRIPT = re.compile(r'<script src="https?://[^"]*"></script>')
 
 
 class OfflineNotebookRenderer(NotebookRenderer):
@@ -27,9 +28,6 @@ class OfflineNotebookRenderer(NotebookRenderer):
         bundle = super().to_mimebundle(fig_dict)
         bundle["text/html"] = _CDN_SCRIPT.sub("", bundle["text/html"])
         return bundle
-
-
-_CDN_SCRIPT = re.compile(r'<script src="https?://[^"]*"></script>')
 
 
 def setup_notebook() -> None:

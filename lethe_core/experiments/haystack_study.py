@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
 
 from .. import stats
 from ..datasets import load_dataset
@@ -399,6 +400,9 @@ def figures(summary: dict) -> dict[str, go.Figure]:
 def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
     """HTML for every figure (plotly.js once beside them, so they open offline); PNG too when kaleido is installed (not a dependency)."""
     png = importlib.util.find_spec("kaleido") is not None
+    # Written here, atomically and every time: plotly writes it only when absent and in place, so a kill mid-write
+    # would leave a truncated bundle for good (and an upgraded plotly would keep the old one).
+    _atomic_write(out / "plotly.min.js", lambda p: p.write_text(get_plotlyjs(), encoding="utf-8"))
     written = {}
     for name, fig in figures(summary).items():
         files = [f"{name}.html"]

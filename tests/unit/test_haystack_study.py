@@ -42,8 +42,12 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
     pools = [x for x in s["stages"] if x["stage"] == "pools"]
     assert [x["status"] for x in pools] == ["built", "built"] and all(x["pairs_scored"] > 0 for x in pools)
 
-    # a second run reads every finished size; with one size's record gone, that size is recomputed from cached pools
+    # a second run reads every finished size; with one size's record gone, that size is recomputed from cached pools.
+    # A plotly.js bundle cut short by a kill is replaced, not kept because it exists.
+    bundle = (out / "plotly.min.js").read_text(encoding="utf-8")
+    (out / "plotly.min.js").write_text(bundle[:1000], encoding="utf-8")
     s2 = HaystackStudyConfig(**TINY).run(tmp_path)
+    assert (out / "plotly.min.js").read_text(encoding="utf-8") == bundle
     assert [x["status"] for x in s2["stages"]] == ["stored", "stored"]
     assert s2["sizes"] == s["sizes"]
     (out / "sizes" / "locomo-haystack-8000.json").unlink()
