@@ -47,6 +47,7 @@ reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reran
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol paper --seeds 5
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol heldout --seeds 5
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol prequential --seeds 5
+	$(BIN)/lethe-lab rif teacher locomo
 	$(BIN)/lethe-lab rif report
 
 notebooks: setup  ## execute every checkpoint notebook at full parameters (resumable) and regenerate notebooks/README.md

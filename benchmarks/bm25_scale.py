@@ -1,10 +1,11 @@
 """Our sparse BM25 against `bm25s` on the locomo-haystack corpus with LoCoMo's questions, top-30, one thread.
 
-Both engines index the same token lists (lethe_core.text.tokenize) and score the same query token lists,
+Both engines index the same token lists (lethe_core.retrieval.text.tokenize) and score the same query token lists,
 timed per query side by side in one run (the order alternates per query). The parity block checks our
 top-30 against rank-bm25's BM25Okapi, the reference semantics (as tests/parity/test_bm25_parity.py does),
 on a sample of queries; bm25s (Robertson variant) is compared with the same reference for information.
 Prints one JSON object; docs/haystack.md holds the measured figures.
+`--smoke`: 7,000 turns, 40 questions, 5 parity questions: seconds, what tests/benchmarks/test_benchmarks_smoke.py runs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np  # noqa: E402
 from lethe_core.datasets import load_dataset  # noqa: E402
 from lethe_core.datasets.haystack import duplicate_report, duplicate_share, is_filler  # noqa: E402
 from lethe_core.retrieval.bm25 import BM25Index, BM25Params  # noqa: E402
-from lethe_core.text import tokenize  # noqa: E402
+from lethe_core.retrieval.text import tokenize  # noqa: E402
 
 
 def percentiles(samples: list[float]) -> dict:
@@ -47,7 +48,10 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=30)
     ap.add_argument("--queries", type=int, default=None, help="first N questions (default: all)")
     ap.add_argument("--parity-queries", type=int, default=60, help="questions checked against rank-bm25 (slow at scale)")
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
     args = ap.parse_args()
+    if args.smoke:
+        args.turns, args.queries, args.parity_queries = 7000, 40, 5
 
     import bm25s
 
@@ -128,7 +132,7 @@ def main() -> None:
     o, b = percentiles(ours_t), percentiles(other_t)
     print(json.dumps({
         "dataset": ds.name, "turns": len(texts), "queries": len(qtoks), "k": args.k, "threads": 1,
-        "tokenizer": "lethe_core.text.tokenize (regex [A-Za-z0-9_]+, lower-cased) for both engines",
+        "tokenizer": "lethe_core.retrieval.text.tokenize (regex [A-Za-z0-9_]+, lower-cased) for both engines",
         "load_s": round(load_s, 2), "tokenize_s": round(tokenize_s, 2),
         "ours": {"build_s": round(ours_build, 2), **o},
         "bm25s": {"version": bm25s.__version__, "method": "robertson", "build_s": round(other_build, 2), **b},

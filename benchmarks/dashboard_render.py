@@ -4,12 +4,19 @@ Prints one JSON object: per page the seconds from navigation until its title and
 drawn (what a person waits for), on the first visit (cold caches) and on a later one, and `whatif_replay_seconds`,
 the replay behind the what-if page measured directly (one arm, 5,000 steps, paper protocol).
 Screenshots land in screenshots/ (gitignored).
+
+`--smoke`: seconds, what tests/benchmarks/test_benchmarks_smoke.py runs: a tiny run made here (synthetic:2000, lexical
+test reranker, hashing encoder) in a temporary LETHE_HOME, the replay at 300 steps, and the overview page only (in
+Chromium when it is installed; without it `pages_first_visit_s` is null and `browser` says why).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,25 +25,55 @@ sys.path.insert(0, str(ROOT / "dashboard"))
 
 import browser  # noqa: E402
 
-from lethe_core.analysis import what_if  # noqa: E402
-from lethe_core.results import list_runs, replay_context  # noqa: E402
+from lethe_core.results.analysis import what_if  # noqa: E402
+from lethe_core.results.runs import list_runs, replay_context  # noqa: E402
+
+
+def tiny_results() -> None:
+    """A small real run under the current LETHE_HOME (seconds: no query map)."""
+    from lethe_core.experiments.rif import RIFExperiment
+    from lethe_core.experiments.setup import DataSpec
+    from lethe_core.retrieval.pipeline import PipelineConfig
+
+    data = DataSpec(dataset="synthetic:2000", reranker="test:lexical", pipeline=PipelineConfig(encoder="test:hash"), progress=False)
+    RIFExperiment(data, arms=["clustered10-gap", "control"], seeds=1, burn_in=300, map=False).run()  # control: the overview draws both forests
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
+    args = ap.parse_args()
+    work = None
+    if args.smoke:
+        work = tempfile.TemporaryDirectory(prefix="lethe-bench-")
+        os.environ["LETHE_HOME"] = work.name  # read by every path of lethe_core, and by the dashboard server started below
+        tiny_results()
+    k, burn_in = (10, 300) if args.smoke else (30, 5000)
     runs, problems = list_runs()
     runs.sort(key=lambda r: r.summary["protocol"] != "paper")  # the dashboard's default run
     if not runs:  # stale or broken folders are listed with the command that regenerates each
         raise SystemExit("\n".join(["no loadable results: run `lethe-lab rif run locomo --protocol paper` first", *problems]))
     ctx = replay_context(runs[0])
-    what_if(ctx, 0.3, 0.1, 30, "gap")  # warm-up, as the page's second render would be
+    what_if(ctx, 0.3, 0.1, k, "gap", burn_in=burn_in)  # warm-up, as the page's second render would be
     t0 = time.perf_counter()
-    what_if(ctx, 0.3, 0.1, 30, "gap")
+    what_if(ctx, 0.3, 0.1, k, "gap", burn_in=burn_in)
     replay = time.perf_counter() - t0
-    with browser.serve() as url:
-        report = browser.capture(url, ROOT / "screenshots")
-    print(json.dumps({"run": runs[0].run_id, "queries": len(ctx.pools.query_ids),
-                      "pages_first_visit_s": {p: r["first"] for p, r in report.items()},
-                      "pages_warm_s": {p: r["warm"] for p, r in report.items()}, "whatif_replay_seconds": round(replay, 2)}))
+    out = {"run": runs[0].run_id, "queries": len(ctx.pools.query_ids)}
+    if browser.browser_available():
+        shots = Path(work.name) / "screenshots" if work else ROOT / "screenshots"
+        with browser.serve() as url:
+            report = browser.capture(url, shots, pages=("overview",) if args.smoke else None)
+        out.update({"browser": "chromium", "pages_first_visit_s": {p: r["first"] for p, r in report.items()},
+                    "pages_warm_s": {p: r["warm"] for p, r in report.items()}})
+    elif args.smoke:
+        out.update({"browser": "skipped: needs Debian chromium + chromium-driver (make browser)", "pages_first_visit_s": None,
+                    "pages_warm_s": None})
+    else:
+        raise SystemExit("needs Debian chromium + chromium-driver: run `make browser` (as root) first")
+    out["whatif_replay_seconds"] = round(replay, 2)
+    print(json.dumps(out))
+    if work:
+        work.cleanup()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ item after the first call returned (model loads excluded), what a large build te
 start-up is reported apart. Each Ray result is compared with the single-process one.
 
     flock /tmp/lethe-heavy.lock python benchmarks/ray_stages.py --texts 2000 --queries 64
+    python benchmarks/ray_stages.py --smoke     # 40 texts, 4 questions of 5 turns, one worker: the tests' run (starts Ray)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -29,12 +31,12 @@ import numpy as np  # noqa: E402
 
 from lethe_core.datasets import load_locomo  # noqa: E402
 from lethe_core.datasets.model import Query  # noqa: E402
-from lethe_core.distributed import RayCluster, RayConfig, ScoringUnit, embed_texts, score_units  # noqa: E402
+from lethe_core.pools.distributed import RayCluster, RayConfig, ScoringUnit, embed_texts, score_units  # noqa: E402
 from lethe_core.inference.pair_cache import CachedScorer, PairScoreCache  # noqa: E402
-from lethe_core.inference.parity import locomo_pair_sample  # noqa: E402
-from lethe_core.paths import default_dataset_path  # noqa: E402
+from lethe_core.rerankers.parity import locomo_pair_sample  # noqa: E402
+from lethe_core.util.paths import default_dataset_path  # noqa: E402
 from lethe_core.retrieval.dense import EmbeddingCache, load_encoder  # noqa: E402
-from lethe_core.retrieval.rerank import load_reranker  # noqa: E402
+from lethe_core.rerankers import load_reranker  # noqa: E402
 
 ENCODER = "minilm"
 
@@ -73,6 +75,10 @@ class Clock:
         return round(1000 * (self.times[-1] - self.times[0]) / (n_items * (calls - 1) / calls), 3)
 
 
+def score_all(scorer: CachedScorer, units: list[ScoringUnit]) -> list:
+    return [scorer.score_many(u.groups) for u in units]
+
+
 def timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -88,7 +94,10 @@ def main() -> None:
     ap.add_argument("--model", type=Path, help="a CrossEncoder folder (default: bundled MiniLM with a random head)")
     ap.add_argument("--backend", default="torch", help="cross-encoder backend (torch, onnx, onnx-int8)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--smoke", action="store_true", help="tiny size: the test suite's run (Ray's start-up dominates)")
     args = ap.parse_args()
+    if args.smoke:
+        args.texts, args.queries, args.k, args.batch, args.workers = 40, 4, 5, 2, [1]
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     dataset = load_locomo(default_dataset_path("locomo"))
@@ -101,13 +110,12 @@ def main() -> None:
     cores = os.cpu_count()
 
     load_s, encoder = timed(lambda: load_encoder(ENCODER))
-    embed_s, reference_vecs = timed(lambda: EmbeddingCache(root / "single", encoder.name).embed(encoder, texts))
+    embed_s, reference_vecs = timed(partial(EmbeddingCache(root / "single", encoder.name).embed, encoder, texts))
     load_ce_s, reranker = timed(lambda: load_reranker(spec, args.backend))
     units = units_of(sample, reranker.identity, args.batch)
     n_pairs = sum(u.pairs for u in units)
     cache = PairScoreCache(root / "single.sqlite")
-    scorer = CachedScorer(reranker, cache)
-    score_s, reference_logits = timed(lambda: [scorer.score_many(u.groups) for u in units])
+    score_s, reference_logits = timed(partial(score_all, CachedScorer(reranker, cache), units))
     cache.close()
     import torch
 
@@ -122,7 +130,7 @@ def main() -> None:
         "ray": {},
     }
     name = encoder.name
-    del encoder, reranker, scorer
+    encoder = reranker = None  # the single-process models go before the workers load theirs
     init_s, cluster = timed(lambda: RayCluster(RayConfig(workers=max(args.workers))).__enter__())
     out["ray_start_s"] = round(init_s, 2)
     try:
@@ -146,7 +154,7 @@ def main() -> None:
             }
     finally:
         cluster.__exit__(None, None, None)
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=None if args.smoke else 2))
 
 
 if __name__ == "__main__":

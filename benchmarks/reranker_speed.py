@@ -9,6 +9,7 @@ background job slowing one round does not decide a ratio. Exports are timed sepa
 
     python benchmarks/reranker_speed.py                      # bundled MiniLM with a seeded random head
     python benchmarks/reranker_speed.py --model data/models/minilm-2fold/fold-0
+    python benchmarks/reranker_speed.py --smoke              # 3 questions, 5 turns each, one round: seconds (the tests')
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lethe_core.datasets import load_locomo  # noqa: E402
 from lethe_core.inference import BACKENDS, DEFAULT_BACKEND  # noqa: E402
-from lethe_core.inference.parity import cosine_parity, locomo_pair_sample, logit_parity  # noqa: E402
-from lethe_core.paths import default_dataset_path  # noqa: E402
+from lethe_core.rerankers.parity import cosine_parity, locomo_pair_sample, logit_parity  # noqa: E402
+from lethe_core.util.paths import default_dataset_path  # noqa: E402
 from lethe_core.retrieval.dense import SentenceTransformerEncoder  # noqa: E402
-from lethe_core.retrieval.rerank import CrossEncoderReranker  # noqa: E402
+from lethe_core.rerankers import CrossEncoderReranker  # noqa: E402
 
 
 def random_head_cross_encoder(folder: Path) -> Path:
@@ -54,7 +55,10 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--texts", type=int, default=1500, help="bi-encoder texts (the sample's distinct turns and questions)")
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
     args = ap.parse_args()
+    if args.smoke:
+        args.queries, args.k, args.rounds, args.texts = 3, 5, 1, 20
 
     sample = locomo_pair_sample(load_locomo(default_dataset_path("locomo")), args.queries, args.k)
     work = tempfile.TemporaryDirectory()
@@ -97,7 +101,7 @@ def main() -> None:
     out["bi_ratio_onnx_vs_torch"] = round(brates["onnx"] / brates["torch"], 2)
     out["bi_ratio_onnx_int8_vs_torch"] = round(brates["onnx-int8"] / brates["torch"], 2)
     out["bi_encoder_parity_vs_torch"] = {b: cosine_parity(vecs["torch"], vecs[b]) for b in ("onnx", "onnx-int8")}
-    print(json.dumps(out, indent=1))
+    print(json.dumps(out, indent=None if args.smoke else 1))
 
 
 if __name__ == "__main__":

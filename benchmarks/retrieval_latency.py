@@ -4,6 +4,7 @@ Prints one JSON object. `bm25_ratio_vs_rank_bm25` is rank-bm25's get_scores time
 measured in the same run on the same queries (the baseline our BM25 replaces).
 Embeddings are cached under data/cache, so the first run at 200,000 turns pays the
 encoding once (about 15-25 minutes on 2 cores) and later runs only time the searches.
+`--smoke`: 1,000 turns, 20 queries, the hashing encoder: seconds, what tests/benchmarks/test_benchmarks_smoke.py runs.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import time
 import numpy as np
 
 from lethe_core.datasets import generate_synthetic
-from lethe_core.paths import cache_dir
+from lethe_core.util.paths import cache_dir
 from lethe_core.retrieval.bm25 import BM25Index
 from lethe_core.retrieval.dense import DenseIndex, EmbeddingCache, LazyEncoder
 from lethe_core.retrieval.fusion import rrf
-from lethe_core.text import tokenize
+from lethe_core.retrieval.text import tokenize
 
 
 def percentiles(samples: list[float]) -> dict:
@@ -33,7 +34,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--encoder", default="minilm")
     ap.add_argument("--baseline-queries", type=int, default=5, help="queries timed on rank-bm25 (slow at scale)")
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
     args = ap.parse_args()
+    if args.smoke:
+        args.turns, args.queries, args.encoder, args.baseline_queries = 1000, 20, "test:hash", 5
 
     t0 = time.perf_counter()
     ds = generate_synthetic(args.turns, seed=0)
@@ -50,7 +54,7 @@ def main() -> None:
     cache = EmbeddingCache(cache_dir(), encoder.name)
     to_embed = cache.count_missing(texts)
     t0 = time.perf_counter()
-    vecs = cache.embed(encoder, texts, progress=True)
+    vecs = cache.embed(encoder, texts, progress=not args.smoke)
     embed_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     dense = DenseIndex(vecs)

@@ -6,6 +6,9 @@ Both replay the same schedule; the script checks they end in the same suppressio
 `seconds` is the whole paper table (all arms: burn-in + frozen evaluation of every query);
 `ratio_vs_dict_loop` compares burn-in alone (dict loop seconds / compiled kernel seconds).
 Prints one JSON object whose last two keys are `seconds` and `ratio_vs_dict_loop`.
+
+`--smoke`: the same measurement at a tiny size in seconds (synthetic:2000, lexical test reranker, hashing encoder,
+two arms, 300 burn-in steps), what tests/benchmarks/test_benchmarks_smoke.py runs.
 """
 
 from __future__ import annotations
@@ -18,10 +21,8 @@ import time
 import numpy as np
 
 from lethe_core.experiments.rif import RIFExperiment
-from lethe_core.pools import PoolBuilder
-from lethe_core.datasets import load_dataset
-from lethe_core.retrieval.pipeline import query_vectors
-from lethe_core.retrieval.rerank import resolve_reranker
+from lethe_core.experiments.setup import DataSpec
+from lethe_core.retrieval.pipeline import PipelineConfig, query_vectors
 from lethe_core.rif.clusters import QueryClusters
 from lethe_core.rif.protocols import ReplayContext, hot_cold_schedule, run_paper
 from lethe_core.rif.replay import Arm, learn, retrieve
@@ -61,13 +62,20 @@ def main() -> None:
     ap.add_argument("--dataset", default="locomo")
     ap.add_argument("--reranker", default="auto")
     ap.add_argument("--burn-in", type=int, default=5000)
+    ap.add_argument("--encoder", default="minilm")
+    ap.add_argument("--arms", help="comma-separated arm names (default: all)")
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
     args = ap.parse_args()
+    if args.smoke:
+        args.dataset, args.reranker, args.encoder, args.burn_in = "synthetic:2000", "test:lexical", "test:hash", 300
+        args.arms = "global-gap,clustered10-gap"  # K=10 fits its 30 queries
 
-    exp = RIFExperiment(dataset=args.dataset, reranker=args.reranker, seeds=1, progress=False)
-    ds = load_dataset(args.dataset)
-    pools = PoolBuilder(ds, resolve_reranker(args.reranker), exp.pipeline, progress=False).build()
-    qvecs = query_vectors(ds.queries, exp.pipeline)
-    ctx = ReplayContext(ds, pools.packed([q.id for q in ds.queries]), qvecs, "ce")
+    data = DataSpec(dataset=args.dataset, reranker=args.reranker, pipeline=PipelineConfig(encoder=args.encoder), progress=False)
+    exp = RIFExperiment(data, seeds=1, arms=args.arms.split(",") if args.arms else None)
+    loaded = exp.data.load()
+    ds = loaded.dataset
+    qvecs = query_vectors(ds.queries, exp.data.pipeline)
+    ctx = ReplayContext(ds, loaded.packed, qvecs, "ce")
     arms = exp.arm_list()
 
     run_paper(ctx, arms[:3], seed=42, burn_in=50, snapshot_every=0)  # compile the kernel outside the timing
@@ -91,7 +99,7 @@ def main() -> None:
         for arm in rif_arms:
             cof = assigned[arm.name]
             st = SuppressionState(fitted[arm.name].k, len(ds.corpus), arm.params)
-            if not (use_kernel and fast.burn_in(ctx.pools, arm, st, cof, schedule, 1, "ce")):
+            if not (use_kernel and fast.burn_in(ctx.pools, arm, st, cof, schedule, 1)):
                 for step, i in enumerate(schedule, start=1):
                     learn(ctx.pools, arm, st, int(cof[i]), step, retrieve(ctx.pools, int(i), arm, st, int(cof[i]), step, "ce"))
             states[arm.name] = st
@@ -109,7 +117,7 @@ def main() -> None:
             agree &= int((st.values > 0).sum()) == sum(1 for v, _ in ref.values() if v > 0)
 
     print(json.dumps({
-        "dataset": ds.name, "reranker": pools.reranker, "arms": len(arms), "rif_arms": len(rif_arms), "burn_in": args.burn_in,
+        "dataset": ds.name, "reranker": loaded.pools.reranker, "arms": len(arms), "rif_arms": len(rif_arms), "burn_in": args.burn_in,
         "queries": len(ds.queries), "burn_in_kernel_seconds": round(kernel_s, 3), "burn_in_numpy_seconds": round(numpy_s, 3),
         "dict_loop_burn_in_seconds": round(dict_s, 3), "states_agree": agree,
         "seconds": round(ours, 3), "ratio_vs_dict_loop": round(dict_s / kernel_s, 1),

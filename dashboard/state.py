@@ -6,8 +6,8 @@ import os
 
 import streamlit as st
 
-from lethe_core.paths import results_dir
-from lethe_core.results import ResultsError, Run, list_runs, load_run
+from lethe_core.util.paths import results_dir
+from lethe_core.results.runs import ResultsError, Run, list_runs, load_run
 
 HOW_TO = "Produce results with `lethe-lab rif run locomo --protocol paper` (or `make run`), then reload."
 
@@ -31,7 +31,7 @@ def get_run(path: str, mtime: float) -> Run:  # mtime in the key: a rerun invali
 
 @st.cache_resource(show_spinner="Loading cached pools…")
 def get_context(path: str, mtime: float):
-    from lethe_core.results import replay_context
+    from lethe_core.results.runs import replay_context
 
     return replay_context(get_run(path, mtime))
 

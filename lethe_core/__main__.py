@@ -1,3 +1,3 @@
-from .cli import main
+from lethe_core.cli.main import main
 
 main()

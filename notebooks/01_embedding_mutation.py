@@ -10,9 +10,9 @@
 # with ~75 % apoptosis). **Flaw:** train = test — the usage stream is drawn from the 323 evaluation queries; one seed;
 # no CIs; the code lives only in old commits (13e7f43).
 #
-# **Here.** `lethe_core.embedding_mutation` with the reference's constants; the affinity signal is the
+# **Here.** `lethe_core.mechanisms.embedding_mutation` with the reference's constants; the affinity signal is the
 # cross-encoder's verdict, sigmoid(raw logit) of each retrieved pair (as issue 12 asks; the reference's CK1 used the
-# bi-encoder cosine). The usage stream (`lethe_core.usage_stream`): each step a query from the reference's hot/cold
+# bi-encoder cosine). The usage stream (`lethe_core.mechanisms.usage_stream`): each step a query from the reference's hot/cold
 # schedule → dense top-30 over the *current* vectors → cross-encoder verdicts (every pair through the pair-score
 # cache, each fold-trained model routed to the conversations it never saw) → update. Every `eval_every` steps the
 # frozen state is evaluated: dense top-30 reranked by the cross-encoder (the reference's "static" system) and the
@@ -49,19 +49,22 @@ eval_every = None
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.experiments.mutation_study import (MutationStudy, curve_figures, curve_table, drift_figures, drift_table,
                                                    final_figure, final_table)
 
 figures.setup_notebook()
 steps = burn_in or 1000
 every = eval_every or max(1, steps // 4)
-common = dict(mechanism="embedding", reranker=reranker, backend=backend, steps=steps, eval_every=every, seeds=seeds,
-              progress=False)
-summary = MutationStudy(dataset=dataset, conversations=conversations, limit_queries=limit_queries, **common).run()
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+common = dict(mechanism="embedding", steps=steps, eval_every=every, seeds=seeds)
+summary = MutationStudy(data, **common).run()
 run_nfcorpus = conversations is None and limit_queries is None  # the small test run skips NFCorpus (3,633 documents)
-nf = MutationStudy(dataset="nfcorpus", **common).run() if run_nfcorpus else None
+nf_data = DataSpec(dataset="nfcorpus", reranker=reranker, backend=backend, progress=False)
+nf = MutationStudy(nf_data, **common).run() if run_nfcorpus else None
 print(f"{summary['dataset']}: {summary['n_queries']} queries, {summary['n_turns']} turns, reranker {summary['reranker']}, "
       f"{steps} steps, eval every {every}, seeds {summary['seeds']}; pairs read {summary['pairs']['hits']}, "
       f"newly scored {summary['pairs']['scored']}")

@@ -11,11 +11,11 @@
 # top-30 reranked, xenc-guided rule, 2,000 steps, all 500 queries): static + rerank 0.2217, random 0.2206 (−0.5 %),
 # guided 0.2202 (−0.7 %). **Flaw:** train = test everywhere; one seed; no CIs.
 #
-# **Here.** `lethe_core.adapter_mutation`: effective = normalize(base + adapter), adapter norm clipped at 0.5;
+# **Here.** `lethe_core.mechanisms.adapter_mutation`: effective = normalize(base + adapter), adapter norm clipped at 0.5;
 # arms `random` (σ = 0.025, always toward the query), `guided` (logit > 0 → toward, < −4 → away, else skip;
 # isotropic N(0, (0.7σ)²) plus |N(0, (0.7σ)²)| along normalize(query − base); δ = 0.005; affinity EMA of
 # sigmoid(logit) scaling σ = 0.05·(1 − affinity)²) and `centroid` (the CK2 fitness as we read it: move toward the
-# centroid of the cross-encoder's top-10). The usage stream (`lethe_core.usage_stream`) as in checkpoint 01: dense
+# centroid of the cross-encoder's top-10). The usage stream (`lethe_core.mechanisms.usage_stream`) as in checkpoint 01: dense
 # top-30 over the current vectors, cross-encoder verdicts through the pair-score cache (fold models routed per
 # query), frozen evaluation every `eval_every` steps; **paper** protocol (stream = evaluation queries) and
 # **held-out** (one half of the conversations drives the stream, the other is evaluated, both directions); 3 seeds;
@@ -49,19 +49,22 @@ eval_every = None
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.experiments.mutation_study import (MutationStudy, curve_figures, curve_table, drift_figures, drift_table,
                                                    final_figure, final_table)
 
 figures.setup_notebook()
 steps = burn_in or 1000
 every = eval_every or max(1, steps // 4)
-common = dict(mechanism="adapter", reranker=reranker, backend=backend, steps=steps, eval_every=every, seeds=seeds,
-              progress=False)
-summary = MutationStudy(dataset=dataset, conversations=conversations, limit_queries=limit_queries, **common).run()
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+common = dict(mechanism="adapter", steps=steps, eval_every=every, seeds=seeds)
+summary = MutationStudy(data, **common).run()
 run_nfcorpus = conversations is None and limit_queries is None  # the small test run skips NFCorpus (3,633 documents)
-nf = MutationStudy(dataset="nfcorpus", **common).run() if run_nfcorpus else None
+nf_data = DataSpec(dataset="nfcorpus", reranker=reranker, backend=backend, progress=False)
+nf = MutationStudy(nf_data, **common).run() if run_nfcorpus else None
 print(f"{summary['dataset']}: {summary['n_queries']} queries, {summary['n_turns']} turns, reranker {summary['reranker']}, "
       f"{steps} steps, eval every {every}, seeds {summary['seeds']}; pairs read {summary['pairs']['hits']}, "
       f"newly scored {summary['pairs']['scored']}")

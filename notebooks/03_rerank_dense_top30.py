@@ -28,13 +28,16 @@ burn_in = None
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, fmt_ci, judge
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, fmt_ci, judge
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.experiments.systems import SystemsExperiment
 
 figures.setup_notebook()
-summary = SystemsExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                            limit_queries=limit_queries, progress=False).run()
+summary = SystemsExperiment(DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
+                                     limit_queries=limit_queries, progress=False)).run()
 per_query = pd.read_parquet(f"{summary['results_dir']}/per_query.parquet")
 wide = per_query.pivot(index="query_id", columns="system", values="ndcg@10")
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']}")

@@ -10,7 +10,7 @@
 # +0.35–0.43 % through step 1,250 (its code was never committed); LongMemEval +0.1 %. One seed; the usage stream was
 # drawn from the evaluation queries (train = test) and the "peak" is the best checkpoint picked on those same queries.
 #
-# **Here.** `MLPAdapterStudy` (`lethe_core.mlp_adapter`, docs/mlp_adapter.md) on LoCoMo: the reference's protocol
+# **Here.** `MLPAdapterStudy` (`lethe_core.mechanisms.mlp_adapter`, docs/mlp_adapter.md) on LoCoMo: the reference's protocol
 # (`paper`: stream from the evaluation queries) beside a held-out one (`heldout`: learn on one half of the
 # conversations, evaluate frozen on the other, both directions), 3 seeds (42–44), the whole NDCG@10 curve with 95 %
 # CI bands, the verdict at the **final step** on held-out data; the reference's peak pick is shown for what it is
@@ -43,19 +43,20 @@ update_mode = "step"
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, fmt_ci, judge
 from lethe_core.experiments.mlp_adapter_study import MLPAdapterStudy
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
 full = conversations is None and limit_queries is None
 arms = ("mlp", "gated") if full else ("mlp",)
 eval_every = max(burn_in // 12, 1) if full else max(burn_in // 4, 1)
-summary = MLPAdapterStudy(arms=arms, dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, steps=burn_in, eval_every=eval_every, seeds=seeds,
-                          update_mode=update_mode, progress=False).run()
-nf = (MLPAdapterStudy(arms=("mlp",), dataset="nfcorpus", reranker=reranker, backend=backend, steps=800, eval_every=100,
-                      seeds=seeds, update_mode=update_mode, progress=False).run() if full else None)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+summary = MLPAdapterStudy(data, arms=arms, steps=burn_in, eval_every=eval_every, seeds=seeds, update_mode=update_mode).run()
+nf = (MLPAdapterStudy(DataSpec(dataset="nfcorpus", reranker=reranker, backend=backend, progress=False), arms=("mlp",),
+                      steps=800, eval_every=100, seeds=seeds, update_mode=update_mode).run() if full else None)
 trace = pd.read_parquet(f"{summary['results_dir']}/trace.parquet")
 print(f"{summary['n_queries']} queries, {summary['n_turns']} turns, reranker {summary['reranker']}, "
       f"{summary['n_parameters']:,} MLP parameters, seeds {summary['seeds']}, {summary['steps']} steps; "

@@ -20,7 +20,7 @@
 # 3,633 documents need embedding).
 #
 # Heavy step: the dense top-100 pairs not in the pools (about 100k on LoCoMo, a few minutes with onnx-int8, once;
-# `RecallExperiment(dataset="locomo").run()` stores them in the pair-score cache, later runs read them back).
+# `RecallExperiment(DataSpec(dataset="locomo")).run()` stores them in the pair-score cache, later runs read them back).
 
 # %% tags=["parameters"]
 dataset = "locomo"
@@ -35,17 +35,20 @@ burn_in = None
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments.recall import RecallExperiment, rank_ecdf
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-summary = RecallExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                           limit_queries=limit_queries, progress=False).run()
+summary = RecallExperiment(DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
+                                    limit_queries=limit_queries, progress=False)).run()
 per_query = pd.read_parquet(f"{summary['results_dir']}/per_query.parquet")
 ranks = pd.read_parquet(f"{summary['results_dir']}/ranks.parquet")
 run_nfcorpus = conversations is None and limit_queries is None  # the small test run skips NFCorpus (3,633 docs to embed)
-nf = RecallExperiment(dataset="nfcorpus", reranker=None, progress=False).run() if run_nfcorpus else None
+nf = RecallExperiment(DataSpec(dataset="nfcorpus", reranker=None, progress=False)).run() if run_nfcorpus else None
 print(f"{summary['n_queries']} queries, {summary['relevant_pairs']} relevant (query, turn) pairs, reranker {summary['reranker']}; "
       f"pairs read from the cache {summary['pairs'].get('hits', 0)}, newly scored {summary['pairs'].get('scored', 0)}")
 

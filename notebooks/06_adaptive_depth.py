@@ -18,9 +18,10 @@
 # later k_deep sweep found 100 = 200). Our reranker's scale is not MS MARCO's, so the threshold is the *trigger share*
 # (59 %, as the reference) of the streamed queries' calibrated top-1 scores, and the rescue cache accepts candidates
 # scoring at least that threshold; a sweep over shares shows the whole cost/gain curve. Two protocols, 3 schedule
-# seeds each: the reference's (stream and evaluate all questions; buckets hot / cold / never-seen) and a held-out one
-# (each conversation's questions split into seeded halves; stream one half, evaluate the other, both ways). Cost =
-# reranker pairs per evaluation query; the control arm (rerank the whole 30-leg union, ~50 pairs) is the yardstick.
+# seeds each: the reference's (stream and evaluate all questions; buckets hot / cold / never-seen) and a held-out one,
+# `heldout-within` (each conversation's questions split into seeded halves; stream one half, evaluate the other, both
+# ways). Cost = reranker pairs per evaluation query; the control arm (rerank the whole 30-leg union, ~50 pairs) is the
+# yardstick.
 #
 # Heavy step: the 100-deep pools (about 170 union members per question, scored once through the pair-score cache;
 # about 12 minutes with onnx-int8 on 2 cores the first time, seconds afterwards). Rescued turns outside a question's
@@ -41,14 +42,17 @@ trigger_share = 0.59
 import pandas as pd
 import plotly.graph_objects as go
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.datasets.splits import HELDOUT_WITHIN
 from lethe_core.experiments.adaptive_depth_study import AdaptiveDepthExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-exp = AdaptiveDepthExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                              limit_queries=limit_queries, seeds=seeds, steps=5000 if burn_in is None else burn_in,
-                              deep_depths=tuple(deep_depths), trigger_share=trigger_share, progress=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+exp = AdaptiveDepthExperiment(data, seeds=seeds, steps=5000 if burn_in is None else burn_in, deep_depths=tuple(deep_depths),
+                              trigger_share=trigger_share)
 summary = exp.run()
 caches = pd.DataFrame(summary["caches"])
 sweep = pd.DataFrame(summary["sweep"])
@@ -139,18 +143,18 @@ display(sweep[sweep["depth"] == D].pivot_table(index="share", columns=["protocol
 # %% [markdown]
 # ## Verdict
 #
-# The claim is judged on the held-out protocol (questions the system never streamed), for the reference's
+# The claim is judged on the `heldout-within` protocol (questions the system never streamed), for the reference's
 # combination (adaptive depth + rescue at the 59 % trigger share), and — to show what the reference measured — on the
 # hot bucket of its own protocol. The control arm is the cost yardstick: a deeper pool that costs more pairs than the
 # whole 30-leg union should also beat it.
 
 # %%
-held = summary["protocols"]["heldout"]["systems"]
+held = summary["protocols"][HELDOUT_WITHIN]["systems"]
 combo = f"adaptive{D}+rescue"
 hot = summary["protocols"]["paper"]["buckets"].get("hot", {}).get(combo)
 r = held[combo]
-judgements = [judge(r["delta"], r["delta_ci"], +1, f"{combo} − shallow NDCG@10 on held-out questions")]
-ours = [f"held-out: shallow {fmt_ci(held['shallow']['ndcg@10'], held['shallow']['ci'])}, {combo} "
+judgements = [judge(r["delta"], r["delta_ci"], +1, f"{combo} − shallow NDCG@10 on {HELDOUT_WITHIN} questions")]
+ours = [f"{HELDOUT_WITHIN}: shallow {fmt_ci(held['shallow']['ndcg@10'], held['shallow']['ci'])}, {combo} "
         f"{fmt_ci(r['ndcg@10'], r['ci'])} (Δ {r['delta']:+.4f} [{r['delta_ci'][0]:+.4f}, {r['delta_ci'][1]:+.4f}], "
         f"{r['pairs']:.0f} pairs/question vs control {held['control']['pairs']:.0f}, control Δ {held['control']['delta']:+.4f})"]
 if hot:
@@ -162,7 +166,7 @@ Finding.from_judgement(
     reference="LongMemEval S, 200-question sample, hot NDCG@10: static 0.1958 → rescue 0.2203 (+12.6 %) → adaptive k + "
               "rescue 0.2853 (+28.7 %); one seed, train = test, no cost reported",
     ours=f"{dataset}, {summary['reranker']}, deep depth {D}, trigger share {trigger_share}: " + "; ".join(ours),
-    numbers={"heldout": held, "paper": summary["protocols"]["paper"]["systems"], "hot": hot, "caches": summary["caches"],
+    numbers={HELDOUT_WITHIN: held, "paper": summary["protocols"]["paper"]["systems"], "hot": hot, "caches": summary["caches"],
              "n_queries": summary["n_queries"], "reranker": summary["reranker"]},
     parameters={"dataset": dataset, "reranker": reranker, "backend": backend, "conversations": conversations,
                 "limit_queries": limit_queries, "seeds": seeds, "burn_in": burn_in, "deep_depths": list(deep_depths),

@@ -12,7 +12,7 @@
 # and no script was committed. Scoring with remapped qrels also changes the metric itself (several relevant turns
 # collapse into one, so the ideal DCG shrinks), which the reference does not separate from the retrieval effect.
 #
-# **Here.** LoCoMo (the default; `dataset` is a parameter), the same dedup rule (`lethe_core.dedup`: SHA-256 of
+# **Here.** LoCoMo (the default; `dataset` is a parameter), the same dedup rule (`lethe_core.mechanisms.dedup`: SHA-256 of
 # normalised text + cosine ≥ 0.95, merged transitively, the earliest turn of a group kept), the six systems of the
 # systems table rebuilt on the deduplicated corpus, every question, the fold-trained cross-encoder (`auto`).
 # Two scorings: **strict** (original qrels: a relevant turn merged away is lost) and **remapped** (qrels moved to the
@@ -37,13 +37,15 @@ sensitivity_threshold = 0.85  # a looser threshold where relevant turns do get m
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments.dedup_study import DedupExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-summary = DedupExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, threshold=threshold, scope=scope, progress=False).run()
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+summary = DedupExperiment(data, threshold=threshold, scope=scope).run()
 counts = summary["counts"]
 table = pd.DataFrame(summary["table"])
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']}, {summary['dataset']} -> {summary['dedup_dataset']}")
@@ -112,8 +114,7 @@ figures.bar_ci(deltas, "system", "delta", "delta_lo", "delta_hi", "Paired change
 # remapped change is the metric alone. Not part of the verdict (the claim is about 0.95).
 
 # %%
-loose = DedupExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                        limit_queries=limit_queries, threshold=sensitivity_threshold, scope=scope, progress=False).run()
+loose = DedupExperiment(data, threshold=sensitivity_threshold, scope=scope).run()
 loose_table = pd.DataFrame(loose["table"])
 print(f"cosine ≥ {sensitivity_threshold}: {loose['counts']['merged']} turns merged ({loose['counts']['merged_share']:.2%}), "
       f"{loose['counts']['queries_with_merged_qrels']} queries with a merged relevant turn")

@@ -22,7 +22,7 @@
 # not with other machines).
 #
 # Heavy step: the pools (`lethe-lab systems locomo` builds the regex ones; the other three tokenizers' pools are
-# built by `TokenizerExperiment().run()`, the first run of this notebook, a few minutes of reranker scoring).
+# built by `TokenizerExperiment(DataSpec()).run()`, the first run of this notebook, a few minutes of reranker scoring).
 
 # %% tags=["parameters"]
 dataset = "locomo"
@@ -38,14 +38,18 @@ timing_repeats = 3
 import pandas as pd
 import plotly.graph_objects as go
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments.systems import SYSTEMS, SystemsExperiment
 from lethe_core.experiments.tokenizers import TokenizerExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-summary = SystemsExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                            limit_queries=limit_queries, progress=False).run()
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+summary = SystemsExperiment(data).run()
 per_query = pd.read_parquet(f"{summary['results_dir']}/per_query.parquet")
 wide = per_query.pivot(index="query_id", columns="system", values="ndcg@10")
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']}, second stage {summary['second_stage']}")
@@ -97,8 +101,7 @@ print(f"bm25 − vector: {bm25_vs_vec.mean:+.4f} [{bm25_vs_vec.lo:+.4f}, {bm25_v
 # ## Tokenizer ablation: quality and cost
 
 # %%
-tok = TokenizerExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, timing_repeats=timing_repeats, progress=False).run()
+tok = TokenizerExperiment(data, timing_repeats=timing_repeats).run()
 ablation = pd.DataFrame(tok["rows"])
 ablation["lo"] = ablation["ndcg@10_ci"].map(lambda c: c[0])
 ablation["hi"] = ablation["ndcg@10_ci"].map(lambda c: c[1])

@@ -12,11 +12,11 @@
 # labels 0.3680 "Hot NDCG" though it is the audit number.
 #
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`; each query is scored by the fold model that
-# never saw its conversation). `lethe_core.routing` rebuilds the mechanism with the reference's constants
+# never saw its conversation). `lethe_core.mechanisms.routing` rebuilds the mechanism with the reference's constants
 # (docs/routing.md); the verdict is the pools' calibrated logit. The reference's "positive verdict" is an MS MARCO
 # logit > 0; our reranker's calibrated top-1 scores all sit below 0, so read literally no route would ever be created
 # (a first full build did exactly that: 0 routes). The threshold is therefore mapped onto our scale by quantile
-# (`lethe_core.score_scale`): the reference's baseline top-1 logit was below 0 for 18.0 % of its questions (abstain@0,
+# (`lethe_core.mechanisms.score_scale`): the reference's baseline top-1 logit was below 0 for 18.0 % of its questions (abstain@0,
 # checkpoint 16), so a verdict counts as positive above the score that 18 % of the *training* questions' top-1 scores
 # fall below (computed per split).
 # Routes are looked up for the query's cluster and appended after the RRF top-30, then the reranker sorts the whole
@@ -43,13 +43,15 @@ curve_points = 4  # frozen evaluations during the burn-in (plus the end)
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, judge
 from lethe_core.experiments.routing_study import REFERENCE, RoutingStudy
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-study = RoutingStudy(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
-                     seeds=seeds, burn_in=2000 if burn_in is None else burn_in, curve_points=curve_points, progress=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+study = RoutingStudy(data, seeds=seeds, burn_in=2000 if burn_in is None else burn_in, curve_points=curve_points)
 summary = study.run()
 table = pd.DataFrame(summary["table"])
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']} (calibrated: {summary['calibrated']}), "

@@ -33,22 +33,28 @@ seeds = 5
 burn_in = None
 
 # %%
+from dataclasses import replace
+
 import pandas as pd
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.datasets.audit import changed_qrels
 from lethe_core.experiments.integrity import audited_run, compare_runs, integrity_checks, margin_over_rest
 from lethe_core.experiments.systems import PEER_METRICS, SYSTEMS, SystemsExperiment
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.retrieval.pipeline import PipelineConfig
 
 figures.setup_notebook()
-common = dict(reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries, progress=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
 audited_name = "locomo-audited" if dataset == "locomo" else None
-runs = {"global": audited_run(SystemsExperiment(dataset=dataset, **common)),
-        "per-conversation": audited_run(SystemsExperiment(dataset=dataset, pipeline=PipelineConfig(scope="conversation"), **common))}
+runs = {"global": audited_run(SystemsExperiment(data)),
+        "per-conversation": audited_run(SystemsExperiment(replace(data, pipeline=PipelineConfig(scope="conversation"))))}
 if audited_name:
-    runs["audited labels"] = audited_run(SystemsExperiment(dataset=audited_name, **common))
+    runs["audited labels"] = audited_run(SystemsExperiment(replace(data, dataset=audited_name)))
 for name, r in runs.items():
     print(f"{name}: {r.summary['n_queries']} queries, reranker {r.summary['reranker']}, pool key {r.summary['pool_key']}")
 

@@ -36,14 +36,16 @@ rule = "uniform"  # the reference's run.py / run_sweep.py use the original rule
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-ctx, info = RIFExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, burn_in=burn_in, progress=False).context(entries=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=False)
 seed_list = [PAPER_SEED + s for s in range(seeds)]
 configs = list(rs.REFERENCE_SWEEP)
 replays = rs.replay(ctx, rs.config_arms(rs.REFERENCE_SWEEP, k=1, rule=rule), ("paper", "heldout"), seed_list, info["burn_in"])

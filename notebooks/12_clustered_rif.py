@@ -39,14 +39,16 @@ verdict_k = 30
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-ctx, info = RIFExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, burn_in=burn_in, progress=False).context(entries=True)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=True)
 protocols = ("paper", "heldout")
 seed_list = [PAPER_SEED + s for s in range(seeds)]
 k_list = rs.feasible_ks(ks, ctx, protocols)

@@ -36,16 +36,20 @@ import numpy as np
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.rif import mechanism as mech
 from lethe_core.rif.replay import Arm
 
 figures.setup_notebook()
-ctx, info = RIFExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                          limit_queries=limit_queries, burn_in=burn_in, progress=False).context(entries=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=False)
 protocols = ("paper", "heldout")
 seed_list = [PAPER_SEED + s for s in range(seeds)]
 k_list = rs.feasible_ks(ks, ctx, protocols)

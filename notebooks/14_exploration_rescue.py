@@ -15,7 +15,7 @@
 # test; one seed, no CI.
 #
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`), pools with legs 80 deep
-# (`PipelineConfig(k_leg=80)`), all variants of the reference (`lethe_core.rescue_list`, docs/rescue.md) on top of
+# (`PipelineConfig(k_leg=80)`), all variants of the reference (`lethe_core.mechanisms.rescue_list`, docs/rescue.md) on top of
 # clustered30 + gap (`lethe_core.rif`, unchanged). Three protocols: the reference's small sample (100 queries drawn
 # with `default_rng(7 + seed index)`, burn-in from them, `sample_burn_in` steps), its validation run (all queries,
 # burn-in from them), and held-out (learn on one half of the conversations, evaluate on the other). Evaluation is
@@ -23,7 +23,7 @@
 # against clustered30-gap RIF. Scores are the pools' calibrated logits. The reference's thresholds (t = 1.0; 0 and 2 in
 # its threshold runs) are MS MARCO logits; our reranker's calibrated scores stay below 0 even for its top-1, so read
 # literally nothing would ever be rescued (a first full build did exactly that). Each t is mapped onto our scale by
-# quantile (`lethe_core.score_scale`): the score below which the same share of the training questions' top-1 scores
+# quantile (`lethe_core.mechanisms.score_scale`): the score below which the same share of the training questions' top-1 scores
 # falls as the reference's top-1 logits fell below t (18.0 % below 0, 32.4 % below 2, checkpoint 16; linear between).
 #
 # Heavy step: the 80-deep pools must be scored once by the trained reranker (1,536 questions × up to 160 turns; the 100-deep pools of notebook 06 hold every one of these pairs already):
@@ -47,14 +47,16 @@ verdict_variant = "top3"  # the reference's validated smart variant
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, judge
-from lethe_core.experiments.rescue_study import BASE, REFERENCE_FAST, REFERENCE_VALIDATION, RescueStudy
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, judge
+from lethe_core.experiments.rescue_study import BASE, REFERENCE_FAST, REFERENCE_VALIDATION, RESCUE_PIPELINE, RescueStudy
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-study = RescueStudy(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
-                    seeds=seeds, burn_in=3000 if burn_in is None else burn_in,
-                    sample_burn_in=sample_burn_in if burn_in is None else min(sample_burn_in, burn_in), progress=False)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                pipeline=RESCUE_PIPELINE, progress=False)
+study = RescueStudy(data, seeds=seeds, burn_in=3000 if burn_in is None else burn_in,
+                    sample_burn_in=sample_burn_in if burn_in is None else min(sample_burn_in, burn_in))
 summary = study.run()
 vs_rif, vs_base = pd.DataFrame(summary["vs_rif"]), pd.DataFrame(summary["vs_baseline"])
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']} (calibrated: {summary['calibrated']}), burn-in "

@@ -18,7 +18,7 @@
 # repaired (unique texts, whole-word swaps, one key per family) and, beside it, a *faithful* generator that keeps
 # them (same random draws otherwise); every score sits next to the **achievable P@1 ceiling** of its queries
 # (mean of 1/|C(q)|, C(q) = the events agreeing with the query on every attribute it reveals; docs/sdm.md).
-# Methods (`lethe_core.sdm`, `lethe_core.experiments.sdm_study`): FAISS IndexFlatIP, the binary addresses alone
+# Methods (`lethe_core.mechanisms.sdm`, `lethe_core.experiments.sdm_study`): FAISS IndexFlatIP, the binary addresses alone
 # (no memory), SDM, SDM + clean-up, on the same bundled MiniLM vectors; `seeds` seeds of the generator and the
 # hyperplanes, bootstrap CIs over queries and t-intervals over seeds, paired tests SDM − FAISS.
 # `dataset`, `reranker`, `backend`, `conversations`, `limit_queries` and `burn_in` are declared for the common
@@ -42,8 +42,8 @@ faithful = "first"  # also run the reference's flawed generator: "none" | "first
 # %%
 import pandas as pd
 
-from lethe_core import figures
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
 from lethe_core.datasets.episodic import MODES, SYNONYMS, episodic_benchmark, swap_synonyms
 from lethe_core.experiments.sdm_study import SDMExperiment
 

@@ -34,18 +34,19 @@ burn_in = None
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures
-from lethe_core.analysis import behaviour_table
-from lethe_core.checkpoints import Finding, combine, judge
+from lethe_core.util import figures
+from lethe_core.results.analysis import behaviour_table
+from lethe_core.report.checkpoints import Finding, combine, judge
 from lethe_core.experiments.behaviour_study import behaviour_study
 from lethe_core.experiments.rif import RIFExperiment
-from lethe_core.results import load_run
+from lethe_core.experiments.setup import DataSpec
+from lethe_core.results.runs import load_run
 
 ARM = "clustered30-gap"
 figures.setup_notebook()
-summary = RIFExperiment(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                        limit_queries=limit_queries, seeds=seeds, burn_in=burn_in, protocol="paper", arms=[ARM],
-                        map=False, progress=False).run()
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
+summary = RIFExperiment(data, seeds=seeds, burn_in=burn_in, protocol="paper", arms=[ARM], map=False).run()
 run = load_run(summary["results_dir"])
 study = behaviour_study(run, ARM)
 deltas, spread, cover = study["deltas"], study["seeds"], study["coverage"]

@@ -17,7 +17,7 @@
 # the reference's `--max 1000` cut its list) is shown beside its **qrels-blind twin** (as many sessions per
 # conversation, drawn at random, averaged over `seeds` draws). The cap matters: LoCoMo asks so many questions per
 # conversation that nearly every session holds some evidence, and an uncapped leak would enrich everything. Every arm: its own pools; the first stage indexes
-# the enriched text, the reranker reads the original text (`lethe_core.enrichment.pool_builder`); system = RRF
+# the enriched text, the reranker reads the original text (`lethe_core.experiments.enrichment_study.pool_builder`); system = RRF
 # top-30 reranked (the paper's baseline, no RIF). Paired bootstrap CIs over queries.
 #
 # Heavy step: each arm's pools and embeddings (built and cached on first run). The LLM arm itself
@@ -36,13 +36,17 @@ leak_share = 0.1  # the leak's budget, as a share of the corpus's turns (the ref
 # %%
 import pandas as pd
 
-from lethe_core import figures, stats
-from lethe_core.checkpoints import Finding, combine, fmt_ci, judge
-from lethe_core.enrichment import evaluate_arms
+from lethe_core.util import figures
+
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.experiments.enrichment_study import evaluate_arms
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
-out = evaluate_arms(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
-                    limit_queries=limit_queries, seeds=seeds, leak_share=leak_share)
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations,
+                limit_queries=limit_queries, progress=False)
+out = evaluate_arms(data, seeds=seeds, leak_share=leak_share)
 per_query = out["per_query"]
 wide = per_query.pivot(index="query_id", columns="arm", values="ndcg@10")
 covered = per_query.drop_duplicates("query_id").set_index("query_id")["covered"]

@@ -14,7 +14,7 @@
 # system has already seen; the re-analysis of the per-query file (schedule rebuilt from seed 42) puts 490 of 500 queries in
 # the burn-in. A single seed; no held-out evaluation exists in the reference.
 #
-# **Here.** (1) The reference's table recomputed from its own per-query arrays with `lethe_core.stats` (what
+# **Here.** (1) The reference's table recomputed from its own per-query arrays with `lethe_core.measures.stats` (what
 # `lethe-lab stats FILE` does) and checked figure by figure against its write-up; (2) its hot / cold-seen / unseen split;
 # (3) our LoCoMo arms under the paper, held-out and prequential protocols (Holm over the arms, 5 seeds) and the same
 # buckets; (4) the reference's four arms on NFCorpus with saturation; (5) a computed verdict.
@@ -36,11 +36,12 @@ burn_in = None
 import pandas as pd
 import plotly.express as px
 
-from lethe_core import figures
-from lethe_core.analysis import headline
-from lethe_core.checkpoints import Finding, Judgement, combine, fmt_ci, judge
+from lethe_core.util import figures
+from lethe_core.results.analysis import headline
+from lethe_core.report.checkpoints import Finding, Judgement, combine, fmt_ci, judge
 from lethe_core.experiments import scope
 from lethe_core.experiments.rif import RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 
 figures.setup_notebook()
 pd.set_option("display.width", 200)
@@ -102,11 +103,12 @@ figures.bar_ci(ref_buckets, "config", "delta", "lo", "hi", "LongMemEval (referen
 # cross-encoder that never saw the conversation it scores; the LongMemEval table above used the MS MARCO cross-encoder.
 
 # %%
+data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
+                progress=False)
 runs, reused = {}, {}
 arms = ["control", *scope.SCOPE_ARMS] if small else None  # small: the reference's four (a 2-conversation half has < 100 queries)
 for protocol in ("paper", "heldout", "prequential"):
-    exp = RIFExperiment(dataset=dataset, reranker=reranker, backend=backend, protocol=protocol, seeds=seeds, burn_in=burn_in,
-                        conversations=conversations, limit_queries=limit_queries, arms=arms, progress=False, map=not small)
+    exp = RIFExperiment(data, protocol=protocol, seeds=seeds, burn_in=burn_in, arms=arms, map=not small)
     runs[protocol], reused[protocol] = scope.load_or_run(exp)
     print(f"{protocol}: {'reused' if reused[protocol] else 'ran'} {runs[protocol].run_id} "
           f"({runs[protocol].summary['n_queries']} queries, reranker {runs[protocol].summary['reranker']}, "

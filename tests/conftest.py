@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lethe_core.paths import shared_data_dir
+from lethe_core.util.paths import shared_data_dir
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # forced: no test may touch the network, whatever the shell says
 os.environ["TRANSFORMERS_OFFLINE"] = "1"

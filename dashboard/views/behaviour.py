@@ -2,8 +2,8 @@ import plotly.express as px
 import streamlit as st
 
 import state
-from lethe_core.figures import style
-from lethe_core.analysis import BEHAVIOURS, behaviour_table, first_seed
+from lethe_core.util.figures import style
+from lethe_core.results.analysis import BEHAVIOURS, behaviour_table, first_seed
 
 run = state.current_run()
 st.title("Behaviour decomposition")

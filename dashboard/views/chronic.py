@@ -2,8 +2,8 @@ import plotly.express as px
 import streamlit as st
 
 import state
-from lethe_core.figures import style
-from lethe_core.analysis import chronic_false_positives, trajectory
+from lethe_core.util.figures import style
+from lethe_core.results.analysis import chronic_false_positives, trajectory
 
 run = state.current_run()
 st.title("Chronic false positives")

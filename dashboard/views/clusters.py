@@ -2,9 +2,9 @@ import plotly.express as px
 import streamlit as st
 
 import state
-from lethe_core.figures import style
-from lethe_core.analysis import cluster_table
-from lethe_core.results import regenerate_command
+from lethe_core.util.figures import style
+from lethe_core.results.analysis import cluster_table
+from lethe_core.results.runs import regenerate_command
 
 run = state.current_run()
 st.title("Query clusters")

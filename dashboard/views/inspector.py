@@ -1,7 +1,7 @@
 import streamlit as st
 
 import state
-from lethe_core.analysis import candidate_table, first_seed
+from lethe_core.results.analysis import candidate_table, first_seed
 
 run = state.current_run()
 st.title("Query inspector")

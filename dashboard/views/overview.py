@@ -2,8 +2,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import state
-from lethe_core.analysis import headline
-from lethe_core.figures import style
+from lethe_core.results.analysis import headline
+from lethe_core.util.figures import style
 
 run = state.current_run()
 st.title("Overview")

@@ -4,8 +4,8 @@ import plotly.express as px
 import streamlit as st
 
 import state
-from lethe_core.figures import style
-from lethe_core.analysis import what_if
+from lethe_core.util.figures import style
+from lethe_core.results.analysis import what_if
 
 run = state.current_run()
 st.title("What-if replay")

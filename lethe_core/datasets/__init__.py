@@ -5,15 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..paths import default_dataset_path
-from .audit import AUDITED_NAME, load_locomo_audited
-from .beir import load_beir
-from .errors import DatasetError
-from .haystack import HAYSTACK_NAME, load_locomo_haystack, parse_haystack_name
-from .locomo import load_locomo
-from .longmemeval import load_longmemeval
-from .model import Corpus, Dataset, Query, Turn
-from .synthetic import SYNTHETIC_FORM, generate_synthetic
+from lethe_core.util.paths import default_dataset_path
+from lethe_core.datasets.audit import AUDITED_NAME, load_locomo_audited
+from lethe_core.datasets.beir import load_beir
+from lethe_core.datasets.errors import DatasetError
+from lethe_core.datasets.haystack import HAYSTACK_NAME, load_locomo_haystack, parse_haystack_name
+from lethe_core.datasets.locomo import load_locomo
+from lethe_core.datasets.longmemeval import load_longmemeval
+from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.synthetic import SYNTHETIC_FORM, generate_synthetic
 
 DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]", "locomo-haystack[:N_TURNS]",
             "locomo-haystack-msg[:N_TURNS]")
@@ -26,11 +26,13 @@ def load_dataset(name: str, path: str | Path | None = None, conversations: int |
     """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `longmemeval`, `nfcorpus`, `beir` (needs a path), `synthetic[:N]`,
     or `locomo-haystack[:N]` / `locomo-haystack-msg[:N]` (LoCoMo in N turns of real chit-chat, docs/haystack.md; `path` is LoCoMo's file).
 
-    `conversations` keeps the first N conversations (turns and queries), `limit_queries` the first N queries.
+    `conversations` keeps the first N conversations (turns and queries; N above the number the dataset has is a
+    DatasetError naming that number), `limit_queries` the first N queries. Either makes a subset whose `dropped()`
+    counts the subset's problems (`dropped(whole_file=True)` the file's).
     """
     ds = _load(name, path)
-    if conversations:
-        ds = ds.restrict_conversations(ds.conversation_ids()[:conversations])
+    if conversations is not None:
+        ds = ds.first_conversations(conversations)
     return ds.limit_queries(limit_queries)
 
 

@@ -18,10 +18,10 @@ import copy
 import os
 from pathlib import Path
 
-from ..paths import shared_data_dir
-from .errors import DatasetError, read_json, require
-from .locomo import parse_locomo
-from .model import Dataset
+from lethe_core.util.paths import shared_data_dir
+from lethe_core.datasets.errors import DatasetError, read_json, require
+from lethe_core.datasets.locomo import parse_locomo
+from lethe_core.datasets.model import Dataset
 
 AUDITED_NAME = "locomo-audited"
 
@@ -69,7 +69,7 @@ def apply_corrections(data: list, corrections: list, corrections_path: Path) -> 
             raise DatasetError(path, f"original evidence does not match LoCoMo {conv} qa[{qi}]: audit {original!r}, "
                                f"LoCoMo {published!r}", record=where, field="original_evidence")
         item["evidence"] = list(corrected)
-        issues.append({"kind": "audited_evidence", "conversation": conv, "question": qi, "record": ri,
+        issues.append({"kind": "audited_evidence", "conversation": conv, "question": qi, "query": f"{conv}:q{qi}", "record": ri,
                        "error": rec.get("error"), "from": original, "to": list(corrected)})
     return out, issues
 

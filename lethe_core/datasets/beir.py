@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .errors import DatasetError, iter_text_lines, parse_json, require
-from .model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.errors import DatasetError, iter_text_lines, parse_json, require
+from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
 
 QUERY_FILES = ("queries.jsonl", "queries.test.tsv", "queries.tsv")
 QRELS_FILES = ("qrels/test.tsv", "qrels.test.trec", "qrels.test.tsv", "qrels.trec", "qrels.tsv")
@@ -130,4 +130,5 @@ def load_beir(folder: str | Path, name: str = "beir") -> Dataset:
         queries=queries,
         issues=issues,
         corpus_hint=f"Put the BEIR corpus file at {cfile} (one JSON object per line with _id, title, text).",
+        order={qid: i for i, qid in enumerate(texts)},
     )

@@ -18,8 +18,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import DatasetError, require
-from .model import Corpus, Dataset, Turn
+from lethe_core.datasets.errors import DatasetError, check_text, require
+from lethe_core.datasets.model import Corpus, Dataset, Turn
 
 HAYSTACK_NAME = "locomo-haystack"
 HAYSTACK_FORM = ("locomo-haystack[:N] or locomo-haystack-msg[:N] (one message per turn), N the pool's number of "
@@ -100,6 +100,7 @@ def _filler_conversation(record, uuid: str, k: int, granularity: str, path: Path
         text = " ".join(p for p in parts if p)
         if not text:
             continue
+        check_text(text, path, record=rec, field="messages")  # a lone surrogate fails here, naming the conversation
         first = msgs[0]
         try:
             stamp = datetime.fromisoformat(first["timestamp"].removesuffix("Z"))  # UTC, naive like LoCoMo's dates

@@ -6,8 +6,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from .errors import DatasetError, read_json, require
-from .model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.errors import DatasetError, read_json, require
+from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION_KEY = re.compile(r"session_(\d+)")
@@ -58,6 +58,8 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
     issues: list[dict] = list(issues or [])
     observations: list[Query] = []
     seen_samples: set[str] = set()
+    order: dict[str, int] = {}  # question and conversation ids -> file position (Dataset.order)
+    n_questions = 0
     for ci, sample in enumerate(data):
         rec = f"#{ci}"
         sample_id = require(sample, "sample_id", str, path, rec)
@@ -67,6 +69,8 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
         seen_samples.add(sample_id)
         conv = require(sample, "conversation", dict, path, rec)
         qa = require(sample, "qa", list, path, rec)
+        order[sample_id] = n_questions  # a conversation sits at its first question's position
+        n_questions += len(qa)
 
         dia_ids: set[str] = set()
         first_turn = len(turns)
@@ -108,6 +112,8 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
 
         for qi, item in enumerate(qa):
             qrec = f"{rec} qa[{qi}]"
+            qid = f"{sample_id}:q{qi}"
+            order[qid] = order[sample_id] + qi
             question = require(item, "question", str, path, qrec)
             category = require(item, "category", int, path, qrec)
             if category not in CATEGORY_NAMES:
@@ -122,13 +128,15 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
                         qrels[f"{sample_id}:{dia}"] = 1
                     else:
                         issues.append(
-                            {"kind": "unresolved_evidence", "conversation": sample_id, "question": qi, "category": category, "raw": raw, "piece": dia}
+                            {"kind": "unresolved_evidence", "conversation": sample_id, "question": qi, "query": qid, "category": category,
+                             "raw": raw, "piece": dia}
                         )
                 if normalise_evidence(raw) != [raw]:
-                    issues.append({"kind": "normalised_evidence", "conversation": sample_id, "question": qi, "raw": raw, "as": normalise_evidence(raw)})
+                    issues.append({"kind": "normalised_evidence", "conversation": sample_id, "question": qi, "query": qid, "raw": raw,
+                               "as": normalise_evidence(raw)})
             answer = item.get("answer", item.get("adversarial_answer"))
             query = Query(
-                id=f"{sample_id}:q{qi}",
+                id=qid,
                 text=question,
                 qrels=qrels,
                 qtype=CATEGORY_NAMES[category],
@@ -141,7 +149,8 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
             elif qrels:
                 answerable.append(query)
             else:
-                issues.append({"kind": "dropped_query", "conversation": sample_id, "question": qi, "reason": "no resolvable evidence"})
+                issues.append({"kind": "dropped_query", "conversation": sample_id, "question": qi, "query": qid,
+                               "reason": "no resolvable evidence"})
 
         observations.extend(_observations(sample, sample_id, dia_ids, path, rec))
 
@@ -156,6 +165,7 @@ def parse_locomo(data, path: Path, name: str = "locomo", issues: list[dict] | No
         queries=answerable,
         extra_queries={"unanswerable": unanswerable, "observations": observations},
         issues=issues,
+        order=order,
     )
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from .errors import DatasetError, read_json, require
-from .model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.errors import DatasetError, read_json, require
+from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
 
 _DATE_FORMATS = ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y/%m/%d")
 
@@ -66,7 +66,7 @@ def load_longmemeval(path: str | Path) -> Dataset:
                 raise DatasetError(path, f"session ids must be strings, got {sid!r:.60}", record=rec, field=f"answer_session_ids[{ai}]")
         missing = [sid for sid in answer_sessions if sid not in session_ids]
         if missing:
-            issues.append({"kind": "missing_answer_session", "question": qid, "sessions": missing})
+            issues.append({"kind": "missing_answer_session", "question": qid, "query": qid, "sessions": missing})
 
         qrels: dict[str, int] = {}
         answer_turns: list[str] = []
@@ -99,7 +99,7 @@ def load_longmemeval(path: str | Path) -> Dataset:
             qrels = {t: 1 for t in answer_turns}
             if qrels:
                 flags.add("qrels_fallback")
-                issues.append({"kind": "qrels_fallback", "question": qid})
+                issues.append({"kind": "qrels_fallback", "question": qid, "query": qid})
         queries.append(
             Query(
                 id=qid,
@@ -116,9 +116,10 @@ def load_longmemeval(path: str | Path) -> Dataset:
     kept = [q for q in queries if q.qrels]
     for q in queries:
         if not q.qrels:
-            issues.append({"kind": "dropped_query", "question": q.id, "reason": "no qrels and no answer-session turns"})
+            issues.append({"kind": "dropped_query", "question": q.id, "query": q.id, "reason": "no qrels and no answer-session turns"})
     if not turns:
         raise DatasetError(path, "the corpus is empty: no haystack session has turns")
     if not kept:
         raise DatasetError(path, "no question has has_answer turns or answer-session turns to use as qrels")
-    return Dataset(name="longmemeval", source=path, corpus=Corpus(list(turns.values())), queries=kept, issues=issues)
+    return Dataset(name="longmemeval", source=path, corpus=Corpus(list(turns.values())), queries=kept, issues=issues,
+                   order=first_record)

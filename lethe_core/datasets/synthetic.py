@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
 
 SYNTHETIC_FORM = "synthetic[:N] with N an integer number of turns, 100 <= N <= 1,000,000"
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
@@ -28,6 +28,11 @@ def _lexicon(rng: np.random.Generator, n: int) -> list[str]:
         k = rng.integers(2, 4)
         words.setdefault("".join(rng.choice(_SYLLABLES, size=k)), None)
     return list(words)
+
+
+def synthetic_conversations(n_turns: int) -> int:
+    """How many conversations `generate_synthetic(n_turns)` cuts its turns into (1 to 10, one per 200 turns)."""
+    return max(1, min(10, n_turns // 200))
 
 
 def generate_synthetic(n_turns: int = 2000, seed: int = 0, distractors_per_family: int = 2) -> Dataset:
@@ -77,7 +82,7 @@ def generate_synthetic(n_turns: int = 2000, seed: int = 0, distractors_per_famil
     turns: list[Turn] = []
     needle_ids: dict[tuple[int, int], str] = {}
     distractors: dict[str, int] = {}
-    n_conversations = max(1, min(10, len(texts) // 200))
+    n_conversations = synthetic_conversations(len(texts))
     day = datetime(2023, 1, 1, 9, 0)
     session, position = 0, 0
     session_len = int(rng.integers(10, 20))

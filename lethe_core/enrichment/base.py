@@ -8,7 +8,7 @@ against the session date). Any field may be empty.
 `enrich(dataset, enricher, select)` returns a new Dataset whose corpus texts are the *index texts*
 (original text + the fields) — that is what BM25 and the bi-encoder must see — with the original texts
 kept in `annotations["enrichment"]["original_texts"]`. As in the reference, the reranker must still score
-the ORIGINAL turn text: `pool_builder()` does that without touching the pool or pipeline code, by
+the ORIGINAL turn text: `experiments.enrichment_study.pool_builder()` does that without touching the pool or pipeline code, by
 handing `PoolBuilder` a `HybridRetriever` built over the enriched corpus while the builder's own dataset
 (`original_view()`) carries the original texts, which is what `PoolBuilder._score` gives the reranker.
 The enriched dataset's name carries a digest of its index texts, so its pools never share a cache folder
@@ -29,7 +29,7 @@ from typing import Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..datasets.model import Corpus, Dataset, Turn
+from lethe_core.datasets.model import Corpus, Dataset, Turn
 
 FIELDS = ("gist", "anticipated_queries", "entities", "temporal_markers")
 
@@ -109,7 +109,7 @@ def select_all(dataset: Dataset, seed: int = 0, max_turns: int | None = None) ->
     return set(dataset.require_corpus().ids)
 
 
-def _relevant_sessions(dataset: Dataset, max_turns: int | None = None) -> set[str]:
+def relevant_sessions(dataset: Dataset, max_turns: int | None = None) -> set[str]:
     """Sessions holding a qrels-relevant turn; with `max_turns`, whole sessions in corpus order while the turns
     taken stay within the budget (the reference's `--max 1000`, which cut the same list in corpus order)."""
     corpus = dataset.require_corpus()
@@ -135,14 +135,14 @@ def _turns_of(dataset: Dataset, sessions: set[str]) -> set[str]:
 
 def select_relevant_sessions(dataset: Dataset, seed: int = 0, max_turns: int | None = None) -> set[str]:
     """The reference's LEAK: every turn of every session that holds a qrels-relevant turn (uses labels)."""
-    return _turns_of(dataset, _relevant_sessions(dataset, max_turns))
+    return _turns_of(dataset, relevant_sessions(dataset, max_turns))
 
 
 def select_random_sessions(dataset: Dataset, seed: int = 0, max_turns: int | None = None) -> set[str]:
     """The leak's qrels-blind twin: per conversation, as many sessions as the leak (with the same `max_turns`)
     picks there, drawn at random with `seed`. Only the counts come from the labels, never which sessions."""
     corpus = dataset.require_corpus()
-    leak = _relevant_sessions(dataset, max_turns)
+    leak = relevant_sessions(dataset, max_turns)
     sessions_of: dict[str, dict[str, None]] = {}
     for t in corpus.turns:
         sessions_of.setdefault(t.conversation_id, {}).setdefault(t.session_id, None)
@@ -165,7 +165,7 @@ LEAKY_SELECTORS = frozenset({"relevant_sessions"})
 
 
 def resolve_selection(dataset: Dataset, select, seed: int = 0, max_turns: int | None = None) -> tuple[str, set[str]]:
-    """(selector label, selected turn ids). `max_turns` caps the session selectors (see `_relevant_sessions`)."""
+    """(selector label, selected turn ids). `max_turns` caps the session selectors (see `relevant_sessions`)."""
     if select is None:
         select = "all"
     if isinstance(select, str):
@@ -254,101 +254,3 @@ def covered_queries(dataset: Dataset) -> list[str]:
         return []
     enriched = set(dataset.annotations["enrichment"]["enriched_ids"])
     return [q.id for q in dataset.queries if enriched & set(q.qrels)]
-
-
-def pool_builder(dataset: Dataset, reranker, config=None, root=None, progress: bool = True, encoder=None):
-    """A PoolBuilder whose first stage indexes the enriched texts and whose reranker scores the original texts.
-
-    `PoolBuilder._score` hands the reranker `self.dataset` corpus texts and takes candidates from
-    `self.retriever`: the builder gets `original_view(dataset)` (same name, so the cache folder is the
-    enriched dataset's own) and a retriever over `dataset.corpus` (the index texts). Turn order is identical,
-    so candidate positions mean the same turn in both. For an unenriched dataset it is a plain PoolBuilder.
-    """
-    from ..pools import PoolBuilder
-    from ..retrieval.pipeline import HybridRetriever, PipelineConfig
-
-    config = config or PipelineConfig()
-    if not is_enriched(dataset):
-        retriever = None if encoder is None else HybridRetriever(dataset.require_corpus(), config, encoder=encoder,
-                                                                 cache_root=root, progress=progress)
-        return PoolBuilder(dataset, reranker, config, root=root, progress=progress, retriever=retriever)
-    retriever = HybridRetriever(dataset.require_corpus(), config, encoder=encoder, cache_root=root, progress=progress)
-    return PoolBuilder(original_view(dataset), reranker, config, root=root, retriever=retriever, progress=progress)
-
-
-# ---- the checkpoint-17 arms ------------------------------------------------------------------------------
-
-ARMS = ("none", "observations", "heuristic", "leak", "twin")
-
-
-def evaluate_arms(dataset: str = "locomo", reranker: str = "auto", backend: str = "auto",
-                  conversations: int | None = None, limit_queries: int | None = None, seeds: int = 5,
-                  leak_enricher: str = "observations", leak_share: float | None = 0.1, config=None,
-                  system: str = "full", root=None, progress: bool = False) -> dict:
-    """Per-query NDCG@10 of `system` (default: the paper's RRF top-30 reranked) under each enrichment arm.
-
-    Arms: `none`; `observations` and `heuristic` on every turn (honest); `leak` = `leak_enricher` on the
-    sessions that hold a qrels-relevant turn (the reference's selection); `twin` = the same enricher on as many
-    sessions per conversation drawn at random, averaged per query over `seeds` draws (`twin-sK` each draw).
-    `leak_share` caps the leak at that share of the corpus's turns (whole sessions in corpus order, as the
-    reference's `--max 1000` cut its list; it enriched 0.5 % of its corpus): on LoCoMo nearly every session holds
-    some query's evidence, so an uncapped leak (`None`) is the `all` arm again.
-    Each arm has its own pools (`pool_builder`: the first stage indexes the enriched text, the reranker reads
-    the original). Returns `per_query` (query_id, qtype, arm, ndcg@10, covered: the query has an enriched
-    qrels turn in the leak arm — the reference's label-defined bucket), `arms` (one dict per arm) and counts.
-    """
-    import pandas as pd
-
-    from ..datasets import load_dataset
-    from ..experiments.systems import evaluate_systems
-    from ..retrieval.pipeline import PipelineConfig
-    from ..retrieval.rerank import resolve_reranker
-    from .heuristic import HeuristicEnricher
-    from .observations import ObservationEnricher
-
-    config = config or PipelineConfig()
-    ds = load_dataset(dataset, None, conversations, limit_queries)
-    model = resolve_reranker(reranker, backend=backend)
-    has_obs = bool(ds.extra_queries.get("observations"))
-    make = {"heuristic": lambda: HeuristicEnricher.from_dataset(ds)}
-    if has_obs:
-        make["observations"] = lambda: ObservationEnricher.from_dataset(ds)
-    if leak_enricher not in make:
-        raise ValueError(f"leak_enricher {leak_enricher!r} is not available for {ds.name}; choose one of {', '.join(make)}")
-    cap = None if leak_share is None else max(1, int(round(leak_share * len(ds.require_corpus()))))
-    variants: list[tuple[str, Dataset]] = [("none", ds)]
-    if has_obs:
-        variants.append(("observations", enrich(ds, make["observations"]())))
-    variants.append(("heuristic", enrich(ds, make["heuristic"]())))
-    leak = enrich(ds, make[leak_enricher](), select="relevant_sessions", max_turns=cap)
-    variants.append(("leak", leak))
-    variants += [(f"twin-s{s}", enrich(ds, make[leak_enricher](), select="random_sessions", seed=s,
-                                         max_turns=cap)) for s in range(seeds)]
-    covered = set(covered_queries(leak))
-    from ..retrieval.dense import LazyEncoder
-
-    encoder = LazyEncoder(config.encoder, config.encoder_backend)  # one model load for every arm
-    sessions = len({t.session_id for t in ds.require_corpus().turns})
-    frames, arms = [], []
-    for arm, variant in variants:
-        builder = pool_builder(variant, model, config, root=root, progress=progress, encoder=encoder)
-        pools = builder.build()
-        per = evaluate_systems(original_view(variant), pools.packed([q.id for q in variant.queries]), config.pool_size)
-        per = per[per["system"] == system][["query_id", "qtype", "ndcg@10"]].assign(arm=arm)
-        frames.append(per)
-        info = variant.annotations.get("enrichment", {})
-        arms.append({"arm": arm, "dataset": variant.name, "enricher": info.get("enricher", ""),
-                     "selector": info.get("selector", ""), "enriched_turns": info.get("enriched", 0),
-                     "share_enriched": info.get("enriched", 0) / len(ds.require_corpus()),
-                     "share_sessions_selected": info.get("selected_sessions", 0) / sessions if info else 0.0,
-                     "pool_key": builder.key})
-    per_query = pd.concat(frames, ignore_index=True)
-    twins = per_query[per_query["arm"].str.startswith("twin-s")]
-    if len(twins):
-        mean = twins.groupby(["query_id", "qtype"], as_index=False, sort=False)["ndcg@10"].mean().assign(arm="twin")
-        per_query = pd.concat([per_query, mean], ignore_index=True)
-    per_query["covered"] = per_query["query_id"].isin(covered)
-    return {"per_query": per_query, "arms": arms, "n_queries": len(ds.queries), "n_turns": len(ds.require_corpus()),
-            "n_covered": len(covered), "reranker": getattr(model, "name", str(reranker)), "system": system,
-            "leak_enricher": leak_enricher, "leak_max_turns": cap, "dataset": ds.name,
-            "uncapped_leak_share_sessions": len(_relevant_sessions(ds)) / sessions}

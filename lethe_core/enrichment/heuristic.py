@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from ..datasets.model import Dataset, Turn
-from .base import Enrichment
+from lethe_core.datasets.model import Dataset, Turn
+from lethe_core.enrichment.base import Enrichment
 
 MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december"]

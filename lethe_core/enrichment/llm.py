@@ -39,8 +39,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ..datasets.model import Turn
-from .base import FIELDS, Enrichment
+from lethe_core.datasets.model import Turn
+from lethe_core.enrichment.base import FIELDS, Enrichment
 
 ENV_BASE_URL, ENV_API_KEY, ENV_MODEL = "LETHE_LLM_BASE_URL", "LETHE_LLM_API_KEY", "LETHE_LLM_MODEL"
 

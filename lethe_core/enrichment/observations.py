@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ..datasets.model import Dataset, Turn
-from .base import Enrichment
+from lethe_core.datasets.model import Dataset, Turn
+from lethe_core.enrichment.base import Enrichment
 
 
 class ObservationEnricher:

@@ -7,9 +7,9 @@ query is answered frozen four ways per depth — shallow or deep pool, with or w
 any threshold's adaptive system is a per-query choice among them (the threshold sweep costs no scoring).
 
 Protocols: `paper` streams and evaluates all queries (buckets hot / cold / unseen, the reference's setting);
-`heldout` splits each conversation's queries into seeded halves, streams one half and evaluates the other
-(both directions). The trigger threshold is the `trigger_share` quantile of the *streamed* queries' shallow
-top-1 scores. Cost: reranker pairs per evaluation query; the control arm (rerank the whole 30-leg union) is
+`heldout-within` (`datasets.splits.within_conversation_halves`) splits each conversation's queries into seeded
+halves, streams one half and evaluates the other (both directions; its rows carry the bucket `heldout-within`).
+The trigger threshold is the `trigger_share` quantile of the *streamed* queries' shallow top-1 scores. Cost: reranker pairs per evaluation query; the control arm (rerank the whole 30-leg union) is
 the yardstick for what a deeper pool buys. docs/adaptive_depth.md.
 Results: `data/results/adaptive-depth-<dataset>-<reranker>-<hash>/` with config.json, per_query.parquet
 (one row per seed, split, query and combination), sweep.parquet and summary.json.
@@ -17,47 +17,31 @@ Results: `data/results/adaptive-depth-<dataset>-<reranker>-<hash>/` with config.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..checkpoints import json_safe
-from ..adaptive_depth import REFERENCE_TRIGGER_SHARE, threshold_for_share, triggers
-from ..datasets import Dataset, load_dataset
-from ..inference.pair_cache import CachedScorer, PairScoreCache, identity_of
-from ..metrics import ndcg_at_k, recall_at_k
-from ..paths import results_dir
-from ..pools import PackedPools, PoolBuilder
-from ..rescue_cache import RescueCache, RescueParams
-from ..retrieval.pipeline import PipelineConfig, query_vectors
-from ..retrieval.rerank import resolve_reranker, route
-from ..rif.protocols import hot_cold_schedule
-from ..score_scale import top1_scores
-from ..second_stage import DEFAULT_MODE, MODES, final_order
-from .systems import _atomic_write, _slug
+from lethe_core.measures import stats
+from lethe_core.mechanisms.adaptive_depth import REFERENCE_TRIGGER_SHARE, threshold_for_share, triggers
+from lethe_core.datasets import Dataset
+from lethe_core.datasets.splits import HELDOUT_WITHIN, PAPER, train_eval_pairs
+from lethe_core.inference.pair_cache import CachedScorer, PairScoreCache, identity_of
+from lethe_core.measures.metrics import ndcg_at_k, recall_at_k
+from lethe_core.pools.cache import PackedPools
+from lethe_core.mechanisms.rescue_cache import RescueCache, RescueParams
+from lethe_core.results.store import digest, json_safe, slug, write_json, write_parquet, write_summary
+from lethe_core.retrieval.pipeline import query_vectors
+from lethe_core.rerankers import route
+from lethe_core.rif.protocols import hot_cold_schedule
+from lethe_core.mechanisms.score_scale import top1_scores
+from lethe_core.retrieval.second_stage import final_order
+from lethe_core.experiments.setup import DataStudy, Loaded
 
-PROTOCOLS = ("paper", "heldout")
+PROTOCOLS = (PAPER, HELDOUT_WITHIN)
 PAPER_SEED = 42
 SWEEP_SHARES = (0.0, 0.2, 0.4, REFERENCE_TRIGGER_SHARE, 0.8, 1.0)
-
-
-def query_halves(conversations: list[str], seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded halves of the query positions, split within each conversation (so both halves ask about every one)."""
-    rng = np.random.default_rng(seed)
-    a, b = [], []
-    conv = np.asarray(conversations, dtype=object)
-    for c in sorted(set(conversations)):
-        idx = rng.permutation(np.flatnonzero(conv == c))
-        a.extend(idx[: len(idx) // 2].tolist())
-        b.extend(idx[len(idx) // 2 :].tolist())
-    if not a or not b:
-        raise ValueError("the held-out protocol needs at least two queries")
-    return np.sort(np.array(a, dtype=np.int64)), np.sort(np.array(b, dtype=np.int64))
 
 
 class PairScores:
@@ -101,15 +85,9 @@ class PairScores:
 
 
 @dataclass
-class AdaptiveDepthExperiment:
-    """Shallow vs deep vs adaptive pools, with and without a rescue cache, under the paper and held-out protocols."""
+class AdaptiveDepthExperiment(DataStudy):
+    """Shallow vs deep vs adaptive pools, with and without a rescue cache, under the paper and held-out-within protocols."""
 
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
     protocols: tuple[str, ...] = PROTOCOLS
     deep_depths: tuple[int, ...] = (100,)  # the reference: 200 (its own later k_deep sweep found 100 = 200)
     trigger_share: float = REFERENCE_TRIGGER_SHARE  # share of the streamed queries whose shallow top-1 falls below the threshold
@@ -118,56 +96,54 @@ class AdaptiveDepthExperiment:
     rescue: RescueParams = field(default_factory=RescueParams)
     steps: int = 5000  # usage-stream length per seed and split
     seeds: int = 3  # schedule seeds 42, 43, ...
-    second_stage: str = DEFAULT_MODE
-    calibration: bool = True
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     seed: int = 0  # bootstrap seed
-    progress: bool = True
 
     def __post_init__(self):
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+        super().__post_init__()
         bad = [p for p in self.protocols if p not in PROTOCOLS]
         if bad or not self.protocols:
             raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
-        if not self.deep_depths or any(d <= self.pipeline.pool_size for d in self.deep_depths):
-            raise ValueError(f"deep depths must exceed the shallow pool ({self.pipeline.pool_size}), got {self.deep_depths!r}")
+        pool_size = self.data.pipeline.pool_size
+        if not self.deep_depths or any(d <= pool_size for d in self.deep_depths):
+            raise ValueError(f"deep depths must exceed the shallow pool ({pool_size}), got {self.deep_depths!r}")
         if not 0.0 <= self.trigger_share <= 1.0 or any(not 0.0 <= s <= 1.0 for s in self.sweep_shares):
             raise ValueError("trigger shares lie in [0, 1]")
         if self.steps < 0 or self.seeds < 1:
             raise ValueError("steps must be >= 0 and seeds >= 1")
 
-    def run(self, results_root: Path | None = None) -> dict:
+    def deep_builders(self, loaded: Loaded) -> dict[int, object]:
+        """Per deep depth D: the builder of the RRF top-D of D-deep legs (nothing is built)."""
+        return {D: loaded.builder_for(replace(self.data.pipeline, k_leg=D)) for D in self.deep_depths}
+
+    def config(self, loaded: Loaded) -> dict:
+        reranker = loaded.reranker
+        return {**self.flat_config(), "reranker_resolved": reranker.name, "reranker_identity": identity_of(reranker),
+                "pool_key": loaded.builder.key, "deep_pool_keys": {str(D): b.key for D, b in self.deep_builders(loaded).items()},
+                "dataset_fingerprint": loaded.dataset.fingerprint, "seeds": [PAPER_SEED + s for s in range(self.seeds)]}
+
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        config = config or self.config(loaded)
+        hashed = {k: v for k, v in config.items() if k != "progress"}
+        return f"adaptive-depth-{loaded.dataset.name}-{slug(loaded.reranker.name)}-{digest(hashed)}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
         from tqdm.auto import tqdm
 
-        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
-        qids = [q.id for q in ds.queries]
-        shallow_builder = PoolBuilder(ds, reranker, self.pipeline, progress=self.progress)
-        shallow = shallow_builder.build().packed(qids, self.calibration)
-        deep_keys, deep = {}, {}
-        for D in self.deep_depths:
-            b = PoolBuilder(ds, reranker, replace(self.pipeline, k_leg=D), root=shallow_builder.root, progress=self.progress)
-            deep[D] = b.build().packed(qids, self.calibration)
-            deep_keys[D] = b.key
-        qvecs = query_vectors(ds.queries, self.pipeline, shallow_builder.root, self.progress)
+        d = self.data
+        ds, reranker, qids = loaded.dataset, loaded.reranker, loaded.query_ids
+        shallow_builder, shallow = loaded.builder, loaded.packed
+        deep = {D: b.build().packed(qids, d.calibration) for D, b in self.deep_builders(loaded).items()}
+        qvecs = query_vectors(ds.queries, d.pipeline, shallow_builder.root, d.progress)
         scores = PairScores(ds, reranker, [shallow, *deep.values()], shallow_builder.root)
-        view = _Views(ds, shallow, deep, self.pipeline.pool_size, self.second_stage)
+        view = _Views(ds, shallow, deep, d.pipeline.pool_size, d.second_stage)
 
         rows, sweep_rows, caches = [], [], []
-        seeds = [PAPER_SEED + s for s in range(self.seeds)]
+        seeds = config["seeds"]
         n = len(qids)
         conversations = [q.conversation_id or q.id for q in ds.queries]
-        jobs = []
-        for protocol in self.protocols:
-            for seed in seeds:
-                if protocol == "paper":
-                    idx = np.arange(n)
-                    jobs.append((protocol, seed, "all", idx, idx))
-                else:
-                    a, b = query_halves(conversations, seed)
-                    jobs += [(protocol, seed, "A->B", a, b), (protocol, seed, "B->A", b, a)]
-        for protocol, seed, split, train, evaluate in tqdm(jobs, desc=f"adaptive depth {ds.name}", unit="run", disable=not self.progress):
+        jobs = [(protocol, seed, split, train, evaluate) for protocol in self.protocols for seed in seeds
+                for train, evaluate, split in train_eval_pairs(protocol, conversations, seed)]
+        for protocol, seed, split, train, evaluate in tqdm(jobs, desc=f"adaptive depth {ds.name}", unit="run", disable=not d.progress):
             threshold = threshold_for_share(view.top1[train], self.trigger_share)
             accept = self.accept if self.accept is not None else threshold
             cache, schedule, hot, mined_pairs = self._stream(view, qvecs, qids, train, seed, accept)
@@ -179,7 +155,7 @@ class AdaptiveDepthExperiment:
                            "mining_pairs_per_step": mined_pairs / max(1, len(schedule))})
             for i in evaluate:
                 i = int(i)
-                bucket = ("hot" if i in hot else "cold" if i in visited else "unseen") if protocol == "paper" else "heldout"
+                bucket = ("hot" if i in hot else "cold" if i in visited else "unseen") if protocol == PAPER else protocol
                 base = {"protocol": protocol, "seed": seed, "split": split, "query_id": qids[i], "qtype": ds.queries[i].qtype,
                         "bucket": bucket, "top1": view.top1[i], "threshold": threshold}
                 for name, docs, pairs in view.combinations(i, looked[i], scores):
@@ -194,25 +170,16 @@ class AdaptiveDepthExperiment:
         systems = adaptive_systems(per_query, self.deep_depths)
         sweep = threshold_sweep(per_query, pd.DataFrame(sweep_rows), self.deep_depths, self.seed)
 
-        config = {**asdict(self), "pipeline": asdict(self.pipeline), "reranker_resolved": reranker.name,
-                  "reranker_identity": identity_of(reranker), "pool_key": shallow_builder.key,
-                  "deep_pool_keys": {str(k): v for k, v in deep_keys.items()}, "dataset_fingerprint": ds.fingerprint,
-                  "seeds": seeds}
-        name = f"adaptive-depth-{ds.name}-{_slug(reranker.name)}-" + hashlib.sha256(
-            json.dumps({k: v for k, v in config.items() if k != "progress"}, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        out = Path(results_root or results_dir()) / name
-        out.mkdir(parents=True, exist_ok=True)
         summary = summarise(systems, sweep, self.seed)
-        summary.update({"dataset": ds.name, "n_queries": n, "dropped": ds.dropped(), "reranker": reranker.name,
+        summary.update({"dataset": ds.name, "n_queries": n, **ds.dropped_entries(), "reranker": reranker.name,
                         "reranker_identity": identity_of(reranker), "results_dir": str(out), "caches": caches,
                         "rescued_pairs": {"hits": scores.hits, "scored": scores.scored},
                         "union_size": float(np.diff(shallow.offsets).mean()),
                         "deep_union_size": {str(D): float(np.diff(p.offsets).mean()) for D, p in deep.items()}})
-        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
-        _atomic_write(out / "per_query.parquet", lambda p: systems.to_parquet(p, index=False))
-        _atomic_write(out / "sweep.parquet", lambda p: sweep.to_parquet(p, index=False))
-        _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
-        return summary
+        write_json(out / "config.json", config)
+        write_parquet(out / "per_query.parquet", systems)
+        write_parquet(out / "sweep.parquet", sweep)
+        return write_summary(out, summary)
 
     def _stream(self, view: "_Views", qvecs: np.ndarray, qids: list[str], train: np.ndarray, seed: int, accept: float):
         """The usage stream over `train`: every `mine_every` steps the current query's deep candidates that the

@@ -14,8 +14,8 @@ import math
 
 import pandas as pd
 
-from .. import stats
-from ..results import Run
+from lethe_core.measures import stats
+from lethe_core.results.runs import Run
 
 METRICS = ("ndcg@10", "exact_episode", "sibling_confusion", "wrong_family", "stale_fact", "stale_fact_temporal",
            "abstain@0", "abstain@2", "abstain@4")

@@ -20,24 +20,23 @@ per query, system and arm), groups.parquet (one row per turn of a group of two o
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets import Dataset, load_dataset
-from ..dedup import DEFAULT_THRESHOLD, DedupResult, dedup, project_ranking
-from ..metrics import ndcg_at_k, recall_at_k
-from ..paths import cache_dir, results_dir
-from ..pools import PackedPools, PoolBuilder
-from ..retrieval.pipeline import PipelineConfig, corpus_vectors
-from ..retrieval.rerank import resolve_reranker
-from ..second_stage import DEFAULT_MODE
-from .systems import SYSTEMS, _atomic_write, _slug, evaluate_systems, system_orders
+from lethe_core.measures import stats
+from lethe_core.datasets import Dataset
+from lethe_core.mechanisms.dedup import DEFAULT_THRESHOLD, DedupResult, dedup, project_ranking
+from lethe_core.measures.metrics import ndcg_at_k, recall_at_k
+from lethe_core.pools.cache import PackedPools
+from lethe_core.results.store import digest, slug, write_parquet, write_summary
+from lethe_core.retrieval.pipeline import corpus_vectors
+from lethe_core.retrieval.second_stage import DEFAULT_MODE
+from lethe_core.experiments.setup import DataStudy, Loaded
+from lethe_core.experiments.systems import SYSTEMS, evaluate_systems, system_orders
 
 ARMS = ("original", "dedup_strict", "dedup_remapped", "original_remapped")
 
@@ -100,71 +99,64 @@ def example_groups(result: DedupResult, dataset: Dataset, vectors: np.ndarray, n
 
 
 @dataclass
-class DedupExperiment:
+class DedupExperiment(DataStudy):
     """Dedup counts, example groups and the systems table on the original vs the deduplicated corpus."""
 
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
     threshold: float = DEFAULT_THRESHOLD
     scope: str = "corpus"  # corpus: merge across conversations (the reference's one store) | conversation
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    second_stage: str = DEFAULT_MODE
-    calibration: bool = True
     sweep: tuple[float, ...] = (0.85, 0.9, 0.95, 0.98, 1.0)  # thresholds whose counts are reported (no pools)
     seed: int = 0
-    progress: bool = True
 
-    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        root = Path(cache_root or cache_dir())
-        vectors = corpus_vectors(ds.require_corpus(), self.pipeline, root, self.progress)
-        result = dedup(ds, vectors, self.threshold, self.scope)
+    def deduplicate(self, loaded: Loaded) -> tuple[np.ndarray, DedupResult]:
+        """The corpus embeddings (from the embedding cache) and the dedup result at `threshold` (made once per load)."""
+        def make():
+            vectors = corpus_vectors(loaded.dataset.require_corpus(), self.data.pipeline, loaded.root, self.data.progress)
+            return vectors, dedup(loaded.dataset, vectors, self.threshold, self.scope)
+
+        return loaded.once(("dedup", self.threshold, self.scope), make)
+
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        """`dedup-<dataset>-<threshold %>-<reranker>-<digest of both pool keys and the options>` (builds the original pools)."""
+        d, result = self.data, self.deduplicate(loaded)[1]
+        key = digest([loaded.builder.key, loaded.builder_for(dataset=result.dataset).key, self.threshold, self.scope,
+                      d.second_stage, d.calibration], 12)
+        return f"dedup-{loaded.dataset.name}-{round(self.threshold * 100)}-{slug(loaded.pools.reranker)}-{key}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        d, ds = self.data, loaded.dataset
+        vectors, result = self.deduplicate(loaded)
         sweep = threshold_sweep(ds, vectors, self.sweep, self.scope)
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
-        qids = [q.id for q in ds.queries]
-        P = self.pipeline.pool_size
-
-        orig_builder = PoolBuilder(ds, reranker, self.pipeline, root=root, progress=self.progress)
-        orig_pools = orig_builder.build()
-        orig_packed = orig_pools.packed(qids, self.calibration)
-        dd_builder = PoolBuilder(result.dataset, reranker, self.pipeline, root=root, progress=self.progress)
-        dd_packed = dd_builder.build().packed(qids, self.calibration)
+        qids = loaded.query_ids
+        P = d.pipeline.pool_size
+        orig_packed = loaded.packed
+        dd_builder = loaded.builder_for(dataset=result.dataset)
+        dd_packed = dd_builder.build().packed(qids, d.calibration)
         new_pairs = getattr(dd_builder, "scored", 0)
 
-        frames = [evaluate_systems(ds, orig_packed, P, self.second_stage).assign(arm="original"),
-                  evaluate_systems(result.strict, dd_packed, P, self.second_stage).assign(arm="dedup_strict"),
-                  evaluate_systems(result.dataset, dd_packed, P, self.second_stage).assign(arm="dedup_remapped"),
-                  evaluate_projected(ds, orig_packed, result, P, self.second_stage).assign(arm="original_remapped")]
+        frames = [evaluate_systems(ds, orig_packed, P, d.second_stage).assign(arm="original"),
+                  evaluate_systems(result.strict, dd_packed, P, d.second_stage).assign(arm="dedup_strict"),
+                  evaluate_systems(result.dataset, dd_packed, P, d.second_stage).assign(arm="dedup_remapped"),
+                  evaluate_projected(ds, orig_packed, result, P, d.second_stage).assign(arm="original_remapped")]
         per_query = pd.concat(frames, ignore_index=True)
         table = systems_table(per_query, self.seed)
 
-        key = hashlib.sha256(json.dumps([orig_builder.key, dd_builder.key, self.threshold, self.scope, self.second_stage,
-                                         self.calibration], sort_keys=True).encode()).hexdigest()[:12]
-        name = f"dedup-{ds.name}-{round(self.threshold * 100)}-{_slug(orig_pools.reranker)}-{key}"
-        out_dir = Path(results_root or results_dir()) / name
-        out_dir.mkdir(parents=True, exist_ok=True)
         corpus = ds.require_corpus()
-        groups = pd.DataFrame([{"turn_id": d, "representative": r, "group_size": result.group_sizes[r],
-                                "kind": result.kind[d], "conversation_id": corpus[corpus.index[d]].conversation_id,
-                                "cosine_to_representative": float(vectors[corpus.index[d]] @ vectors[corpus.index[r]]),
-                                "text": corpus[corpus.index[d]].text}
-                               for d, r in result.representative.items() if result.group_sizes[r] > 1],
+        groups = pd.DataFrame([{"turn_id": t, "representative": r, "group_size": result.group_sizes[r],
+                                "kind": result.kind[t], "conversation_id": corpus[corpus.index[t]].conversation_id,
+                                "cosine_to_representative": float(vectors[corpus.index[t]] @ vectors[corpus.index[r]]),
+                                "text": corpus[corpus.index[t]].text}
+                               for t, r in result.representative.items() if result.group_sizes[r] > 1],
                               columns=["turn_id", "representative", "group_size", "kind", "conversation_id",
                                        "cosine_to_representative", "text"])
         summary = {
-            "dataset": ds.name, "dedup_dataset": result.dataset.name, "reranker": orig_pools.reranker,
+            "dataset": ds.name, "dedup_dataset": result.dataset.name, "reranker": loaded.pools.reranker,
             "n_queries": len(qids), "threshold": self.threshold, "scope": self.scope, "counts": result.stats,
             "example_groups": example_groups(result, ds, vectors),
             "sweep": json.loads(sweep.to_json(orient="records")),
             "table": json.loads(table.to_json(orient="records")),
-            "pool_keys": {"original": orig_builder.key, "dedup": dd_builder.key}, "new_pairs_scored": int(new_pairs or 0),
-            "results_dir": str(out_dir), "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
+            "pool_keys": {"original": loaded.builder.key, "dedup": dd_builder.key}, "new_pairs_scored": int(new_pairs or 0),
+            "results_dir": str(out), "config": config,
         }
-        _atomic_write(out_dir / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
-        _atomic_write(out_dir / "groups.parquet", lambda p: groups.to_parquet(p, index=False))
-        _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
-        return summary
+        write_parquet(out / "per_query.parquet", per_query)
+        write_parquet(out / "groups.parquet", groups)
+        return write_summary(out, summary, default=None)

@@ -8,7 +8,6 @@ killed study resumes where it stopped. Definitions (saturation, buckets, verdict
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import math
@@ -24,20 +23,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from .. import stats
-from ..datasets import load_dataset
-from ..datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
-from ..figures import style
-from ..paths import REPO_ROOT, results_dir
-from ..pools import PoolBuilder
-from ..results import load_run
-from ..retrieval.pipeline import PipelineConfig
-from ..retrieval.rerank import resolve_reranker
-from ..rif.protocols import PROTOCOLS
-from ..second_stage import DEFAULT_MODE
-from .behaviour_study import ALL, behaviour_study
-from .rif import RIFExperiment
-from .systems import SystemsExperiment, _atomic_write
+from lethe_core.measures import stats
+from lethe_core.datasets import load_dataset
+from lethe_core.datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
+from lethe_core.datasets.splits import PAPER
+from lethe_core.util.figures import style
+from lethe_core.util.paths import REPO_ROOT
+from lethe_core.pools.cache import PoolBuilder
+from lethe_core.results.runs import load_run
+from lethe_core.results.store import atomic_write, digest, run_dir, write_json, write_summary, write_text
+from lethe_core.retrieval.pipeline import PipelineConfig
+from lethe_core.rerankers import resolve_reranker
+from lethe_core.rif.protocols import PROTOCOLS
+from lethe_core.retrieval.second_stage import DEFAULT_MODE
+from lethe_core.experiments.behaviour_study import ALL, behaviour_study
+from lethe_core.experiments.rif import RIFExperiment
+from lethe_core.experiments.setup import DataSpec
+from lethe_core.experiments.systems import SystemsExperiment
 
 GAIN_ARMS = ("clustered30-gap", "global-gap", "control")  # the arms the size curve follows, each against the baseline
 SATURATION_ARMS = ("global-gap", "clustered30-gap")
@@ -124,10 +126,10 @@ class HaystackStudyConfig:
         """What a stored size depends on (not sizes, Ray or progress): a stored size with another key is recomputed."""
         keep = {k: v for k, v in asdict(self).items() if k not in ("sizes", "locomo", "full", "granularities", "ray", "workers",
                                                                     "ray_address", "progress")}
-        return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return digest(keep, 12)
 
     def run(self, results_root: Path | None = None) -> dict:
-        return HaystackStudy(self, Path(results_root or results_dir()) / STUDY_DIR).run()
+        return HaystackStudy(self, run_dir(STUDY_DIR, results_root)).run()
 
 
 @lru_cache(maxsize=None)
@@ -160,8 +162,8 @@ class HaystackStudy:
                    "protocols": list(cfg.protocols), "seeds": largest["seeds"], "sizes": sizes,
                    "behaviour": self.behaviour(largest), "stages": self.stages, "results_dir": str(self.out)}
         summary["charts"] = write_charts(summary, self.out)
-        _atomic_write(self.out / "size_curve.md", lambda p: p.write_text(size_curve_table(summary)))
-        _atomic_write(self.out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
+        write_text(self.out / "size_curve.md", size_curve_table(summary))
+        write_summary(self.out, summary)
         self.log(f"done: {self.out / 'summary.json'}")
         return summary
 
@@ -184,7 +186,7 @@ class HaystackStudy:
         t = time.perf_counter()
         builder = PoolBuilder(ds, resolve_reranker(cfg.reranker, backend=cfg.backend), cfg.pipeline, progress=cfg.progress)
         if cfg.ray:
-            from ..distributed import RayConfig, build_pools_on_ray
+            from lethe_core.pools.distributed import RayConfig, build_pools_on_ray
 
             pools = build_pools_on_ray(builder, RayConfig(workers=cfg.workers, address=cfg.ray_address), progress=cfg.progress)
         else:
@@ -195,9 +197,9 @@ class HaystackStudy:
                             "pairs_scored": int(getattr(builder, "scored", 0)), "pairs_from_cache": int(getattr(builder, "hits", 0))})
         self.log(f"{where}: systems")
         t = time.perf_counter()
-        common = dict(dataset=name, path=cfg.path, reranker=cfg.reranker, backend=cfg.backend, limit_queries=cfg.limit_queries,
-                      pipeline=cfg.pipeline, second_stage=cfg.second_stage, progress=cfg.progress)
-        systems = SystemsExperiment(**common).run(runs)
+        data = DataSpec(dataset=name, path=cfg.path, reranker=cfg.reranker, backend=cfg.backend, limit_queries=cfg.limit_queries,
+                        pipeline=cfg.pipeline, second_stage=cfg.second_stage, progress=cfg.progress)
+        systems = SystemsExperiment(data).run(runs)
         seconds["systems"] = time.perf_counter() - t
         record = {"key": cfg.key(), "dataset": ds.name, "name": name, "turns": len(corpus),
                   "filler_turns": sum(is_filler(turn.id) for turn in corpus.turns), "n_queries": len(ds.queries),
@@ -207,7 +209,7 @@ class HaystackStudy:
         for protocol in cfg.protocols:
             self.log(f"{where}: rif {protocol}")
             t = time.perf_counter()
-            rif = RIFExperiment(protocol=protocol, seeds=cfg.seeds, ks=cfg.ks, burn_in=cfg.burn_in, map=False, **common).run(runs)
+            rif = RIFExperiment(data, protocol=protocol, seeds=cfg.seeds, ks=cfg.ks, burn_in=cfg.burn_in, map=False).run(runs)
             seconds[f"rif_{protocol}"] = time.perf_counter() - t
             record["seeds"] = rif["seeds"]
             record["protocols"][protocol] = protocol_record(rif, len(corpus))
@@ -217,7 +219,7 @@ class HaystackStudy:
                                 "top30": duplicate_share(top30, dup.duplicate_ids, k=cfg.pipeline.pool_size)}
         record["seconds"] = {k: round(v, 2) for k, v in seconds.items()}
         self.stages.append({"dataset": name, "stage": "size", "status": "computed"})
-        _atomic_write(stored, lambda p: p.write_text(json.dumps(record, indent=2, default=str)))
+        write_json(stored, record)
         return record
 
     def behaviour(self, largest: dict) -> dict:
@@ -227,7 +229,7 @@ class HaystackStudy:
         for protocol, rec in largest["protocols"].items():
             tables = behaviour_study(load_run(rec["results_dir"]), GAIN_ARMS[0])
             csv = self.out / f"behaviour_{largest['dataset']}_{protocol}.csv"
-            _atomic_write(csv, lambda p: tables["deltas"].to_csv(p, index=False))
+            atomic_write(csv, lambda p: tables["deltas"].to_csv(p, index=False))
             rows = tables["deltas"][tables["deltas"]["group"] == ALL].drop(columns="group")
             out["protocols"][protocol] = {"csv": csv.name, "all": json.loads(rows.to_json(orient="records"))}
         return out
@@ -250,7 +252,7 @@ def protocol_record(rif: dict, turns: int) -> dict:
     saturation, seeds = saturation_of(rif, turns)
     record = {"results_dir": rif["results_dir"], "run_id": rif["run_id"], "baseline_ndcg": arms["baseline"]["ndcg@10"]["mean"],
               "gains": gains, "saturation": saturation, "saturation_seeds": seeds}
-    if rif["protocol"] == "paper":
+    if rif["protocol"] == PAPER:
         record["buckets"] = bucket_gains(load_run(rif["results_dir"]).per_query, rif["seeds"][0])
     return record
 
@@ -295,7 +297,7 @@ def _gain(g: dict) -> str:
 
 def saturation_protocol(summary: dict) -> str:
     """The protocol saturation is read from: paper (the whole query set trains suppression) when it ran."""
-    return "paper" if "paper" in summary["protocols"] else summary["protocols"][0]
+    return PAPER if PAPER in summary["protocols"] else summary["protocols"][0]
 
 
 def size_curve_table(summary: dict) -> str:
@@ -382,13 +384,13 @@ def figures(summary: dict) -> dict[str, go.Figure]:
     seeds = summary["sizes"][0]["protocols"][sat]["saturation_seeds"]
     out["saturation"] = style(fig, f"Share of the corpus under suppression, {sat} protocol, seeds {seeds} (reranker {rr})",
                               "corpus turns (log)", "suppressed turns / corpus turns")
-    if all("buckets" in s["protocols"].get("paper", {}) for s in summary["sizes"]):
+    if all("buckets" in s["protocols"].get(PAPER, {}) for s in summary["sizes"]):
         fig = go.Figure()
         for b in BUCKETS:
             for label, pts in lines.items():
-                pts = [s for s in pts if b in s["protocols"]["paper"]["buckets"]]
+                pts = [s for s in pts if b in s["protocols"][PAPER]["buckets"]]
                 if pts:
-                    g = [s["protocols"]["paper"]["buckets"][b] for s in pts]
+                    g = [s["protocols"][PAPER]["buckets"][b] for s in pts]
                     add(fig, b, label, pts, [v["delta"] for v in g], g)
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
@@ -402,11 +404,11 @@ def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
     png = importlib.util.find_spec("kaleido") is not None
     # Written here, atomically and every time: plotly writes it only when absent and in place, so a kill mid-write
     # would leave a truncated bundle for good (and an upgraded plotly would keep the old one).
-    _atomic_write(out / "plotly.min.js", lambda p: p.write_text(get_plotlyjs(), encoding="utf-8"))
+    write_text(out / "plotly.min.js", get_plotlyjs())
     written = {}
     for name, fig in figures(summary).items():
         files = [f"{name}.html"]
-        _atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="directory"))
+        atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="directory"))
         if png:
             files.append(f"{name}.png")
             fig.write_image(out / files[1], **FIG_SIZE)
@@ -470,7 +472,7 @@ def export_figures(summary: dict, out: Path = FIGURES_DIR, fmt: str = "svg") -> 
     written = {}
     for name, fig in figures(summary).items():
         written[name] = out / f"{name}.{fmt}"
-        _atomic_write(written[name], lambda p: fig.write_image(p, format=fmt, **FIG_SIZE))
+        atomic_write(written[name], lambda p: fig.write_image(p, format=fmt, **FIG_SIZE))
     return written
 
 

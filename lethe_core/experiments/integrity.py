@@ -10,25 +10,23 @@ labels, other queries or a longer list shows up as a failed row, not as a footno
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets import Dataset, load_dataset
-from ..metrics import ndcg_at_k, recall_at_k
-from ..pools import PoolBuilder
-from ..retrieval.rerank import resolve_reranker
-from .systems import SYSTEMS, PEER_METRICS, SystemsExperiment, peer_metrics, system_orders
+from lethe_core.measures import stats
+from lethe_core.datasets import Dataset
+from lethe_core.measures.metrics import ndcg_at_k, recall_at_k
+from lethe_core.experiments.systems import SYSTEMS, PEER_METRICS, SystemsExperiment, peer_metrics, system_orders
 
 METRICS = ("ndcg@10", "recall@10", *PEER_METRICS)
 
 
 def ranked_lists(dataset: Dataset, packed, pool_size: int = 30, mode: str | None = None, k: int = 10) -> pd.DataFrame:
     """One row per (query, system): the turn ids the system returns, top k, as `evaluate_systems` orders them."""
-    from ..second_stage import DEFAULT_MODE
+    from lethe_core.retrieval.second_stage import DEFAULT_MODE
 
     ids = np.asarray(dataset.require_corpus().ids, dtype=object)
     rows = []
@@ -56,12 +54,10 @@ def audited_run(exp: SystemsExperiment, k: int = 10) -> AuditedRun:
     the pools are cached by the run)."""
     summary = exp.run()
     per_query = pd.read_parquet(Path(summary["results_dir"]) / "per_query.parquet")
-    ds = load_dataset(exp.dataset, exp.path, exp.conversations, exp.limit_queries)
-    reranker = resolve_reranker(exp.reranker, backend=exp.backend)
-    pools = PoolBuilder(ds, reranker, exp.pipeline, progress=False).build()
-    packed = pools.packed([q.id for q in ds.queries], exp.calibration)
-    ranked = ranked_lists(ds, packed, exp.pipeline.pool_size, exp.second_stage, k)
-    return AuditedRun(summary, per_query, ranked, ds, getattr(reranker, "manifest", None), exp.pipeline.scope)
+    d = exp.data
+    loaded = replace(d, progress=False).load()
+    ranked = ranked_lists(loaded.dataset, loaded.packed, d.pipeline.pool_size, d.second_stage, k)
+    return AuditedRun(summary, per_query, ranked, loaded.dataset, getattr(loaded.reranker, "manifest", None), d.pipeline.scope)
 
 
 def integrity_checks(per_query: pd.DataFrame, dataset: Dataset, ranked: pd.DataFrame, k: int = 10,

@@ -2,7 +2,7 @@
 
 Each point is one training recipe (share of each fold's groups, epochs, hard negatives per
 positive), trained as `trained:lc-b{budget%}-e{epochs}-n{negatives}-{precision}` with the fold
-protocol of `lethe_core.training` (every query is scored by the fold model that never saw its
+protocol of `lethe_core.rerankers.training` (every query is scored by the fold model that never saw its
 conversation), then evaluated by the systems table with second stage `ce`. Beside `full` (RRF
 top-30 reranked) the curve reports `control` (the whole union reranked) and control - full with a
 paired CI: whether a better-trained teacher uses deeper candidates decides what RIF can learn from
@@ -12,17 +12,19 @@ points already trained are read back from their manifests, so the curve resumes.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from .. import stats
-from ..paths import models_dir, results_dir
-from ..retrieval.pipeline import PipelineConfig
-from ..training import TrainConfig, point_name, resolve_precision, train_folds
-from .systems import SystemsExperiment, _atomic_write
+from lethe_core.measures import stats
+from lethe_core.results.store import run_dir, write_summary, write_text
+from lethe_core.util.paths import models_dir
+from lethe_core.retrieval.pipeline import PipelineConfig
+from lethe_core.rerankers.recipes import TrainConfig, point_name, resolve_precision
+from lethe_core.rerankers.training import train_folds
+from lethe_core.experiments.setup import DataSpec
+from lethe_core.experiments.systems import SystemsExperiment
 
 # (budget, epochs, negatives): the curve up to today's recipe (budget 1, 1 epoch, 7 negatives) and past it.
 DEFAULT_POINTS = ((0.1, 1, 7), (0.25, 1, 7), (0.5, 1, 7), (1.0, 1, 7), (1.0, 2, 7))
@@ -51,8 +53,9 @@ class LearningCurveConfig:
             cfg = TrainConfig(dataset=self.dataset, name=name, folds=self.folds, epochs=epochs, negatives=negatives,
                               budget=budget, precision=precision, encoder=self.encoder, max_groups=self.max_groups)
             manifest = train_folds(cfg, progress=self.progress, root=models_root)
-            systems = SystemsExperiment(self.dataset, reranker=f"trained:{name}", pipeline=PipelineConfig(encoder=self.encoder),
-                                        second_stage="ce", backend=self.backend, progress=self.progress).run(results_root)
+            data = DataSpec(self.dataset, reranker=f"trained:{name}", pipeline=PipelineConfig(encoder=self.encoder),
+                            second_stage="ce", backend=self.backend, progress=self.progress)
+            systems = SystemsExperiment(data).run(results_root)
             wide = pd.read_parquet(Path(systems["results_dir"]) / "per_query.parquet").pivot(
                 index="query_id", columns="system", values="ndcg@10")
             by = {s["name"]: s for s in systems["systems"]}
@@ -70,14 +73,13 @@ class LearningCurveConfig:
                 "full_minus_rrf": stats.paired_delta_ci(wide["full"], wide["rrf"]).as_dict(),
                 "reranker_identity": systems["reranker_identity"], "systems_dir": systems["results_dir"],
             })
-        out_dir = Path(results_root or results_dir()) / self.name
+        out_dir = run_dir(self.name, results_root)
         out_dir.mkdir(parents=True, exist_ok=True)
         summary = {"dataset": self.dataset, "precision": precision, "second_stage": "ce", "points": rows,
                    "config": {**asdict(self), "points": [list(p) for p in self.points]},
                    "models_root": str(models_root or models_dir())}
-        _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
-        _atomic_write(out_dir / "curve.md", lambda p: p.write_text(markdown_table(rows)))
-        return summary
+        write_text(out_dir / "curve.md", markdown_table(rows))
+        return write_summary(out_dir, summary, default=None)
 
 
 def markdown_table(rows: list[dict]) -> str:

@@ -1,7 +1,7 @@
 """Checkpoint 04: the learned MLP adapter against the static pipeline over a usage stream, under the reference's
 protocol and a held-out one (docs/mlp_adapter.md).
 
-The same shape as `mutation_study`, whose run loop (`run_study`), splits and `summarise` are reused: for each
+The same shape as `mutation_study`, whose run loop (`StreamStudy`), splits and `summarise` are reused: for each
 protocol, split, seed and arm, `usage_stream.run_stream` drives an `mlp_adapter.MLPAdapter` for `steps` queries and
 evaluates the frozen state every `eval_every` steps (NDCG@10 of the dense top-30 reranked by the cross-encoder, and
 of the dense order); static is evaluated once per split. `paper`: the schedule draws from the evaluation queries (train = test);
@@ -18,69 +18,53 @@ A finished run with the same config is read back instead of recomputed.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
-from ..inference.pair_cache import identity_of
-from ..mlp_adapter import ARMS, UPDATES, MLPAdapter, MLPParams
-from ..retrieval.pipeline import PipelineConfig
-from ..second_stage import DEFAULT_MODE, MODES
-from ..usage_stream import K_FETCH, PROTOCOLS
-from .mutation_study import MutationStudy, StudyRun, run_study
+from lethe_core.inference.pair_cache import identity_of
+from lethe_core.datasets.splits import HELDOUT, PAPER
+from lethe_core.mechanisms.mlp_adapter import ARMS, UPDATES, MLPAdapter, MLPParams
+from lethe_core.experiments.mutation_study import StreamStudy, StudyRun
 
 
 @dataclass
-class MLPAdapterStudy:
+class MLPAdapterStudy(StreamStudy):
     """Static vs the MLP adapter arms over a usage stream; `run()` writes data/results/mlp-adapter-.../ and returns the summary."""
 
     arms: tuple[str, ...] = ARMS  # mlp (the rule as specified) | gated (our approximation of the reference's gates)
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
-    protocols: tuple[str, ...] = PROTOCOLS
     steps: int = 1200
     eval_every: int = 100
-    seeds: int = 3  # seeds 42, 43, ...
     update_mode: str = "step"  # step (one Adam step per stream step) | turn (the reference's: one per retrieved turn)
     params: MLPParams = field(default_factory=MLPParams)
-    k: int = K_FETCH
-    second_stage: str = DEFAULT_MODE
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    progress: bool = True
 
     def __post_init__(self):
+        super().__post_init__()
         self.arms = tuple(self.arms)
         if not self.arms or any(a not in ARMS for a in self.arms):
             raise ValueError(f"arms must be among {ARMS}, got {self.arms!r}")
-        self.protocols = tuple(self.protocols)
-        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
-            raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
-        if self.steps < 1 or self.eval_every < 1 or self.seeds < 1 or self.k < 10:
-            raise ValueError("steps, eval_every and seeds must be >= 1 and k >= 10")
         if self.update_mode not in UPDATES:
             raise ValueError(f"update_mode must be one of {UPDATES}, got {self.update_mode!r}")
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
 
-    splits = MutationStudy.splits  # (split name, training positions, evaluation positions) of a protocol
+    def prefix(self) -> str:
+        return "mlp-adapter"
 
-    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        def describe(summary: dict, run: StudyRun) -> None:
-            summary["peak"] = peak_pick(summary["curves"], list(self.arms), list(self.protocols))
-            summary.update({"mechanism": "mlp-adapter", "dataset": run.ds.name, "reranker": run.reranker.name,
-                            "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
-                            "n_turns": len(run.data.ids), "n_parameters": self.params.n_parameters, "seeds": run.seeds,
-                            "steps": self.steps, "eval_every": self.eval_every, "eval_steps": run.checkpoints,
-                            "update_mode": self.update_mode, "pairs": run.counts, "results_dir": str(run.out),
-                            "config": run.config})
+    def config_extra(self) -> dict:
+        return {"params": asdict(self.params)}
 
-        return run_study(self, "mlp-adapter", "mlp adapter",
-                         lambda vectors, arm, seed: MLPAdapter(vectors, arm, self.params, seed=seed, update_mode=self.update_mode),
-                         describe, config_extra={"params": asdict(self.params)}, results_root=results_root, cache_root=cache_root)
+    def label(self) -> str:
+        return "mlp adapter"
+
+    def make(self, vectors, arm: str, seed: int):
+        return MLPAdapter(vectors, arm, self.params, seed=seed, update_mode=self.update_mode)
+
+    def describe(self, summary: dict, run: StudyRun) -> None:
+        summary["peak"] = peak_pick(summary["curves"], list(self.arms), list(self.protocols))
+        summary.update({"mechanism": "mlp-adapter", "dataset": run.ds.name, "reranker": run.reranker.name,
+                        "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
+                        "n_turns": len(run.data.ids), "n_parameters": self.params.n_parameters, "seeds": run.seeds,
+                        "steps": self.steps, "eval_every": self.eval_every, "eval_steps": run.checkpoints,
+                        "update_mode": self.update_mode, "pairs": run.counts, "results_dir": str(run.out),
+                        "config": run.config})
 
 
 def peak_pick(curve_rows: list[dict], arms: list[str], protocols: list[str]) -> list[dict]:
@@ -88,17 +72,17 @@ def peak_pick(curve_rows: list[dict], arms: list[str], protocols: list[str]) -> 
     chosen on the evaluation queries — and the held-out Δ (with its CI) at that same step."""
     rows = pd.DataFrame([r for r in curve_rows if r["system"] == "rerank" and r["arm"] != "static" and r["step"] > 0])
     out = []
-    if rows.empty or "paper" not in protocols:
+    if rows.empty or PAPER not in protocols:
         return out
     for arm in arms:
-        paper = rows[(rows["protocol"] == "paper") & (rows["arm"] == arm)]
+        paper = rows[(rows["protocol"] == PAPER) & (rows["arm"] == arm)]
         if paper.empty:
             continue
         best = paper.loc[paper["delta"].idxmax()]
         item = {"arm": arm, "step": int(best["step"]), "paper_delta": float(best["delta"]),
                 "paper_ci": [float(best["delta_lo"]), float(best["delta_hi"])],
                 "paper_relative": float(best["delta"] / (best["ndcg@10"] - best["delta"])) if best["ndcg@10"] != best["delta"] else float("nan")}
-        held = rows[(rows["protocol"] == "heldout") & (rows["arm"] == arm) & (rows["step"] == best["step"])]
+        held = rows[(rows["protocol"] == HELDOUT) & (rows["arm"] == arm) & (rows["step"] == best["step"])]
         if len(held):
             h = held.iloc[0]
             item.update(heldout_delta=float(h["delta"]), heldout_ci=[float(h["delta_lo"]), float(h["delta_hi"])])

@@ -1,7 +1,7 @@
 """Checkpoints 01 and 02: embedding mutation and adapter mutation against the static pipeline, over a usage stream,
 under the reference's protocol and a held-out one (docs/mutation.md).
 
-For each protocol, seed and arm, `lethe_core.usage_stream.run_stream` drives a mechanism (`embedding_mutation` or
+For each protocol, seed and arm, `lethe_core.mechanisms.usage_stream.run_stream` drives a mechanism (`embedding_mutation` or
 `adapter_mutation`) for `steps` queries and evaluates the frozen state every `eval_every` steps: NDCG@10 of the dense
 top-30 reranked by the cross-encoder (`rerank`) and of the dense order (`dense`). The static arm (the encoder's
 vectors) does not depend on the schedule, so it is evaluated once per protocol split and compared with every
@@ -15,34 +15,30 @@ Results: `data/results/mutation-<mechanism>-<dataset>-<reranker>-<hash>/` with c
 per protocol, split, seed, arm, step, query and system), final.parquet (the final step only), trace.parquet (the
 mechanism's diagnostics per evaluation: tiers, drift, acceptance counts) and summary.json (curves with 95 % CIs,
 the final paired comparison with static: CI over queries, CI over queries and seeds, permutation p, Holm-adjusted p).
-A finished run with the same config is read back instead of recomputed. The run loop is `run_study`, shared with
-`mlp_adapter_study`.
+A finished run with the same config is read back instead of recomputed (`results.store`). The run loop is
+`StreamStudy._compute`, shared with `mlp_adapter_study`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..adapter_mutation import ARMS as ADAPTER_ARMS
-from ..adapter_mutation import AdapterMutation
-from ..datasets import load_dataset
-from ..embedding_mutation import ARMS as EMBEDDING_ARMS
-from ..embedding_mutation import EmbeddingMutation
-from ..inference.pair_cache import identity_of
-from ..paths import cache_dir, results_dir
-from ..retrieval.pipeline import PipelineConfig
-from ..retrieval.rerank import resolve_reranker
-from ..second_stage import DEFAULT_MODE, MODES
-from ..usage_stream import K_FETCH, PROTOCOLS, SYSTEMS, StaticMechanism, StreamData, Verdicts, eval_steps, run_stream, split_queries
-from .systems import _atomic_write, _slug
+from lethe_core.measures import stats
+from lethe_core.mechanisms.adapter_mutation import ARMS as ADAPTER_ARMS
+from lethe_core.mechanisms.adapter_mutation import AdapterMutation
+from lethe_core.datasets.splits import PAPER, heldout_halves
+from lethe_core.mechanisms.embedding_mutation import ARMS as EMBEDDING_ARMS
+from lethe_core.mechanisms.embedding_mutation import EmbeddingMutation
+from lethe_core.inference.pair_cache import identity_of
+from lethe_core.mechanisms.usage_stream import K_FETCH, PROTOCOLS, SYSTEMS, StaticMechanism, StreamData, Verdicts, eval_steps, run_stream
+from lethe_core.results.store import digest, slug, write_json, write_parquet, write_summary
+from lethe_core.experiments.setup import DataStudy, Loaded
 
 MECHANISMS = {"embedding": EMBEDDING_ARMS, "adapter": ADAPTER_ARMS}
 PAPER_SEED = 42
@@ -69,27 +65,110 @@ def two_level_ci(deltas: np.ndarray, n_resamples: int = CURVE_RESAMPLES, seed: i
 
 
 @dataclass
-class MutationStudy:
-    """Static vs mutation arms over a usage stream; `run()` writes data/results/mutation-.../ and returns the summary."""
+class StreamStudy(DataStudy):
+    """What the usage-stream studies share (`MutationStudy`, `mlp_adapter_study.MLPAdapterStudy`): protocols, the stream's
+    length and evaluation steps, seeds and k; their splits, config, run id and run loop (`_compute`). Subclasses have
+    the field `arms` and say `prefix()`, `label()`, `make()` (an arm's mechanism) and `describe()` (their summary fields)."""
 
-    mechanism: str = "embedding"  # embedding (CK1) | adapter (CK2/CK3)
-    arms: tuple[str, ...] | None = None  # default: every arm of the mechanism; static is always the baseline
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
+    unused_data: ClassVar[tuple[str, ...]] = ("calibration",)
     protocols: tuple[str, ...] = PROTOCOLS  # paper (train = test) | heldout
     steps: int = 2000
     eval_every: int = 250
     seeds: int = 3  # seeds 42, 43, ...
     k: int = K_FETCH
-    second_stage: str = DEFAULT_MODE
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    progress: bool = True
 
     def __post_init__(self):
+        super().__post_init__()
+        self.protocols = tuple(self.protocols)
+        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
+            raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
+        if self.steps < 1 or self.eval_every < 1 or self.seeds < 1 or self.k < 10:
+            raise ValueError("steps, eval_every and seeds must be >= 1 and k >= 10")
+
+    def splits(self, data: StreamData, protocol: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """(split name, training query positions, evaluation query positions) of a protocol."""
+        every = np.arange(len(data.dataset.queries))
+        if protocol == PAPER:
+            return [("all", every, every)]
+        a, b = heldout_halves([q.conversation_id for q in data.dataset.queries], seed=PAPER_SEED)
+        return [("A->B", a, b), ("B->A", b, a)]
+
+    def config(self, loaded: Loaded) -> dict:
+        """What config.json records: the study's fields (progress aside), the seeds, and what identifies the data and reranker."""
+        reranker, ds = loaded.reranker, loaded.dataset
+        return {**self.flat_config(progress=False), "arms": list(self.arms), "protocols": list(self.protocols),
+                **self.config_extra(), "seeds": [PAPER_SEED + s for s in range(self.seeds)], "reranker_resolved": reranker.name,
+                "reranker_identity": identity_of(reranker), "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
+
+    def prefix(self) -> str:
+        """The run id's first part."""
+        raise NotImplementedError
+
+    def label(self) -> str:
+        """What the progress bars call the study."""
+        raise NotImplementedError
+
+    def make(self, vectors: np.ndarray, arm: str, seed: int):
+        """The mechanism of `arm` over the turn vectors."""
+        raise NotImplementedError
+
+    def describe(self, summary: dict, run: "StudyRun") -> None:
+        """Add the study's own fields to the summary."""
+        raise NotImplementedError
+
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        """`<prefix>-<dataset>-<reranker>-<digest of the config>`."""
+        return f"{self.prefix()}-{loaded.dataset.name}-{slug(loaded.reranker.name)}-{digest(config or self.config(loaded))}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        """For each protocol, split, seed and arm a usage stream; static once per split (its vectors never move)."""
+        from tqdm.auto import tqdm
+
+        d, ds, reranker, root = self.data, loaded.dataset, loaded.reranker, loaded.root
+        seeds = config["seeds"]
+        data = StreamData.load(ds, d.pipeline, root, d.progress)
+        verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", d.second_stage)
+        checkpoints = eval_steps(self.steps, self.eval_every)
+        frames, traces = [], []
+        jobs = [(p, split, tr, ev) for p in self.protocols for split, tr, ev in self.splits(data, p)]
+        try:
+            for protocol, split, train, evaluate in jobs:
+                tag = dict(protocol=protocol, split=split)
+                static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
+                for seed in seeds:  # static: the same at every step and seed (its vectors never move)
+                    frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
+                for seed in tqdm(seeds, desc=f"{self.label()} {protocol} {split}", unit="seed", disable=not d.progress):
+                    for arm in self.arms:
+                        res = run_stream(data, verdicts, self.make(data.turn_vectors, arm, seed), train, evaluate, self.steps,
+                                         self.eval_every, seed, self.k)
+                        frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
+                        traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
+        finally:
+            counts = verdicts.counts
+            if counts["hits"] or counts["scored"]:
+                verdicts.cache.record_build(f"{self.prefix()} {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
+            verdicts.close()
+        curves = pd.concat(frames, ignore_index=True)
+        final = curves[curves["step"] == self.steps].reset_index(drop=True)
+        trace = pd.DataFrame(traces)
+        summary = summarise(curves, self.steps, list(self.arms), list(self.protocols))
+        self.describe(summary, StudyRun(ds, reranker, data, seeds, checkpoints, counts, out, config, trace))
+        write_parquet(out / "curves.parquet", curves)
+        write_parquet(out / "final.parquet", final)
+        write_parquet(out / "trace.parquet", trace)
+        write_json(out / "config.json", config)
+        return write_summary(out, summary)
+
+
+@dataclass
+class MutationStudy(StreamStudy):
+    """Static vs mutation arms over a usage stream; `run()` writes data/results/mutation-.../ and returns the summary."""
+
+    mechanism: str = "embedding"  # embedding (CK1) | adapter (CK2/CK3)
+    arms: tuple[str, ...] | None = None  # default: every arm of the mechanism; static is always the baseline
+
+    def __post_init__(self):
+        super().__post_init__()
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"mechanism must be one of {tuple(MECHANISMS)}, got {self.mechanism!r}")
         arms = tuple(self.arms) if self.arms is not None else MECHANISMS[self.mechanism]
@@ -97,38 +176,27 @@ class MutationStudy:
         if bad or not arms:
             raise ValueError(f"{self.mechanism} arms must be among {MECHANISMS[self.mechanism]}, got {arms!r}")
         self.arms = arms
-        self.protocols = tuple(self.protocols)
-        if not self.protocols or any(p not in PROTOCOLS for p in self.protocols):
-            raise ValueError(f"protocols must be among {PROTOCOLS}, got {self.protocols!r}")
-        if self.steps < 1 or self.eval_every < 1 or self.seeds < 1 or self.k < 10:
-            raise ValueError("steps, eval_every and seeds must be >= 1 and k >= 10")
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
 
-    def splits(self, data: StreamData, protocol: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
-        """(split name, training query positions, evaluation query positions) of a protocol."""
-        every = np.arange(len(data.dataset.queries))
-        if protocol == "paper":
-            return [("all", every, every)]
-        a, b = split_queries(data.dataset, seed=PAPER_SEED)
-        return [("A->B", a, b), ("B->A", b, a)]
+    def prefix(self) -> str:
+        return f"mutation-{self.mechanism}"
 
-    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        def describe(summary: dict, run: StudyRun) -> None:
-            summary.update({"mechanism": self.mechanism, "dataset": run.ds.name, "reranker": run.reranker.name,
-                            "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
-                            "n_turns": len(run.data.ids), "seeds": run.seeds, "steps": self.steps, "eval_every": self.eval_every,
-                            "eval_steps": run.checkpoints, "pairs": run.counts, "results_dir": str(run.out), "config": run.config,
-                            "drift": json.loads(run.trace.to_json(orient="records")) if len(run.trace) else []})
+    def label(self) -> str:
+        return self.mechanism
 
-        return run_study(self, f"mutation-{self.mechanism}", self.mechanism,
-                         lambda vectors, arm, seed: make_mechanism(self.mechanism, arm, vectors, seed), describe,
-                         results_root=results_root, cache_root=cache_root)
+    def make(self, vectors: np.ndarray, arm: str, seed: int):
+        return make_mechanism(self.mechanism, arm, vectors, seed)
+
+    def describe(self, summary: dict, run: "StudyRun") -> None:
+        summary.update({"mechanism": self.mechanism, "dataset": run.ds.name, "reranker": run.reranker.name,
+                        "reranker_identity": identity_of(run.reranker), "n_queries": len(run.ds.queries),
+                        "n_turns": len(run.data.ids), "seeds": run.seeds, "steps": self.steps, "eval_every": self.eval_every,
+                        "eval_steps": run.checkpoints, "pairs": run.counts, "results_dir": str(run.out), "config": run.config,
+                        "drift": json.loads(run.trace.to_json(orient="records")) if len(run.trace) else []})
 
 
 @dataclass
 class StudyRun:
-    """What `run_study` computed, for the study's own summary fields."""
+    """What a usage-stream run computed, for the study's own summary fields (`StreamStudy.describe`)."""
 
     ds: object
     reranker: object
@@ -139,70 +207,6 @@ class StudyRun:
     out: Path
     config: dict
     trace: pd.DataFrame
-
-
-def run_study(study, prefix: str, label: str, make: Callable[[np.ndarray, str, int], object],
-              describe: Callable[[dict, StudyRun], None], config_extra: dict | None = None,
-              results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-    """The run loop shared by the usage-stream studies (`MutationStudy`, `mlp_adapter_study.MLPAdapterStudy`).
-
-    `study` is the study dataclass (dataset, reranker, protocols, arms, seeds, steps, eval_every, k, second_stage,
-    pipeline, progress, `splits`); `make(vectors, arm, seed)` builds an arm's mechanism; results go to
-    `<prefix>-<dataset>-<reranker>-<hash>/` (`label` names the progress bar); `config_extra` is merged into the config
-    after the pipeline; `describe(summary, run)` adds the study's own fields to the summary. A finished run with the
-    same config is read back instead of recomputed.
-    """
-    from tqdm.auto import tqdm
-
-    ds = load_dataset(study.dataset, study.path, study.conversations, study.limit_queries)
-    root = Path(cache_root or cache_dir())
-    reranker = resolve_reranker(study.reranker, backend=study.backend)
-    seeds = [PAPER_SEED + s for s in range(study.seeds)]
-    config = {**asdict(study), "arms": list(study.arms), "protocols": list(study.protocols), "pipeline": asdict(study.pipeline),
-              **(config_extra or {}), "seeds": seeds, "reranker_resolved": reranker.name,
-              "reranker_identity": identity_of(reranker), "dataset_fingerprint": ds.fingerprint, "n_queries": len(ds.queries)}
-    config.pop("progress")
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:10]
-    out = Path(results_root or results_dir()) / f"{prefix}-{ds.name}-{_slug(reranker.name)}-{digest}"
-    done = out / "summary.json"
-    if done.exists() and (out / "config.json").exists() and json.loads((out / "config.json").read_text()) == json.loads(
-            json.dumps(config, default=str)):
-        return json.loads(done.read_text())
-
-    data = StreamData.load(ds, study.pipeline, root, study.progress)
-    verdicts = Verdicts(data, reranker, root / "pair_scores.sqlite", study.second_stage)
-    checkpoints = eval_steps(study.steps, study.eval_every)
-    frames, traces = [], []
-    jobs = [(p, split, tr, ev) for p in study.protocols for split, tr, ev in study.splits(data, p)]
-    try:
-        for protocol, split, train, evaluate in jobs:
-            tag = dict(protocol=protocol, split=split)
-            static = run_stream(data, verdicts, StaticMechanism(data.turn_vectors), train, evaluate, 0, 1, PAPER_SEED).frame()
-            for seed in seeds:  # static: the same at every step and seed (its vectors never move)
-                frames.append(pd.concat([static.assign(step=s) for s in checkpoints]).assign(seed=seed, arm="static", **tag))
-            for seed in tqdm(seeds, desc=f"{label} {protocol} {split}", unit="seed", disable=not study.progress):
-                for arm in study.arms:
-                    res = run_stream(data, verdicts, make(data.turn_vectors, arm, seed), train, evaluate, study.steps,
-                                     study.eval_every, seed, study.k)
-                    frames.append(res.frame().assign(seed=seed, arm=arm, **tag))
-                    traces.extend({**t, "seed": seed, "arm": arm, **tag} for t in res.trace)
-    finally:
-        counts = verdicts.counts
-        if counts["hits"] or counts["scored"]:
-            verdicts.cache.record_build(f"{prefix} {ds.name}", identity_of(reranker), counts["hits"], counts["scored"])
-        verdicts.close()
-    curves = pd.concat(frames, ignore_index=True)
-    final = curves[curves["step"] == study.steps].reset_index(drop=True)
-    trace = pd.DataFrame(traces)
-    summary = summarise(curves, study.steps, list(study.arms), list(study.protocols))
-    describe(summary, StudyRun(ds, reranker, data, seeds, checkpoints, counts, out, config, trace))
-    out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "curves.parquet", lambda p: curves.to_parquet(p, index=False))
-    _atomic_write(out / "final.parquet", lambda p: final.to_parquet(p, index=False))
-    _atomic_write(out / "trace.parquet", lambda p: trace.to_parquet(p, index=False))
-    _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
-    _atomic_write(done, lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
-    return summary
 
 
 def _tables(curves: pd.DataFrame) -> dict:
@@ -291,7 +295,7 @@ def _labelled(frame: pd.DataFrame) -> pd.DataFrame:
 def curve_figures(summary: dict) -> list:
     """Per protocol: reranked NDCG@10 of every arm over the stream (95 % CI bands); then the paired Δ vs static of
     every arm and protocol, and the dense order alone."""
-    from .. import figures
+    from lethe_core.util import figures
 
     name = summary["dataset"]
     curves = curve_table(summary, "rerank")
@@ -309,7 +313,7 @@ def curve_figures(summary: dict) -> list:
 
 def final_figure(summary: dict):
     """Bars of the final-step Δ vs static (reranked) per arm and protocol, 95 % CI over queries."""
-    from .. import figures
+    from lethe_core.util import figures
 
     f = final_table(summary)
     return figures.bar_ci(_labelled(f[f["system"] == "rerank"]), "label", "delta", "lo", "hi",
@@ -319,7 +323,7 @@ def final_figure(summary: dict):
 
 def drift_figures(summary: dict) -> list:
     """Anchor cosine and neighbour overlap of the moved turns over the stream (mean, min–max over seeds)."""
-    from .. import figures
+    from lethe_core.util import figures
 
     d = drift_table(summary)
     if d.empty:

@@ -20,26 +20,24 @@ one column per measure), ranks.parquet (one row per relevant turn and list) and 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets import Dataset, load_dataset
-from ..inference.pair_cache import CachedScorer, PairScoreCache, identity_of
-from ..metrics import ndcg_at_k, recall_at_k
-from ..paths import cache_dir, results_dir
-from ..retrieval.fusion import fused_order, rrf
-from ..retrieval.pipeline import HybridRetriever, PipelineConfig
-from ..retrieval.rerank import resolve_reranker, route
-from ..second_stage import DEFAULT_MODE, MODES, final_order
-from .systems import _atomic_write, _slug
+from lethe_core.measures import stats
+from lethe_core.datasets import Dataset
+from lethe_core.inference.pair_cache import CachedScorer, PairScoreCache, identity_of
+from lethe_core.measures.metrics import ndcg_at_k, recall_at_k
+from lethe_core.results.store import digest, slug, write_parquet, write_summary
+from lethe_core.retrieval.fusion import fused_order, rrf
+from lethe_core.retrieval.pipeline import HybridRetriever
+from lethe_core.rerankers import route
+from lethe_core.retrieval.second_stage import final_order
+from lethe_core.experiments.setup import DataStudy, Loaded
 
 LISTS = ("dense", "bm25", "hybrid")
 RANK_EDGES = (1, 3, 10, 30, 60, 100, 500)  # bucket upper bounds (1-based ranks) for the rank histogram
@@ -94,49 +92,49 @@ def rank_ecdf(ranks: pd.DataFrame, depth: int) -> pd.DataFrame:
 
 
 @dataclass
-class RecallExperiment:
-    """Recall of the first-stage lists, the oracle-rerank ceiling, and (with a reranker) the k_fetch experiment."""
+class RecallExperiment(DataStudy):
+    """Recall of the first-stage lists, the oracle-rerank ceiling, and (with a reranker) the k_fetch experiment.
+    `data.reranker` None: first-stage measures only (no reranker needed, e.g. NFCorpus)."""
 
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str | None = "auto"  # None: first-stage measures only (no reranker needed, e.g. NFCorpus)
-    backend: str = "auto"  # reranker inference backend
-    conversations: int | None = None
-    limit_queries: int | None = None
+    unused_data: ClassVar[tuple[str, ...]] = ("calibration",)
+    needs_reranker: ClassVar[bool] = False
     depths: tuple[int, ...] = (30, 100, 500)
     oracle_depths: tuple[int, ...] = (30, 60, 100)
     k_fetch: tuple[int, ...] = (30, 100)
-    second_stage: str = DEFAULT_MODE
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     batch: int = 32
     seed: int = 0
-    progress: bool = True
 
-    def __post_init__(self):
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+    def config(self, loaded: Loaded) -> dict:
+        reranker = loaded.reranker
+        return {**self.flat_config(), "depth": min(max(self.depths), len(loaded.dataset.require_corpus())),
+                "reranker_resolved": reranker.name if reranker else None,
+                "reranker_identity": identity_of(reranker) if reranker else None, "dataset_fingerprint": loaded.dataset.fingerprint}
 
-    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        config = config or self.config(loaded)
+        hashed = {k: v for k, v in config.items() if k != "progress"}
+        return f"recall-{loaded.dataset.name}-{slug(config['reranker_resolved'] or 'first-stage')}-{digest(hashed)}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        d, ds, root = self.data, loaded.dataset, loaded.root
         corpus = ds.require_corpus()
-        root = Path(cache_root or cache_dir())
-        retriever = HybridRetriever(corpus, self.pipeline, cache_root=root, progress=self.progress)
-        depth = min(max(self.depths), len(corpus))
+        retriever = HybridRetriever(corpus, d.pipeline, cache_root=root, progress=d.progress)
+        depth = config["depth"]
         ids = corpus.ids
         qvecs = retriever.embed_queries(ds.queries)
         dense_idx, dense_scores = retriever.dense.search(qvecs, depth)
-        P = self.pipeline.pool_size
+        P = d.pipeline.pool_size
         pools = retriever.candidates(ds.queries)  # the pipeline's own union: what the reranker pool is cut from
 
         rows, rank_rows, lists = [], [], []
         for qi, q in enumerate(ds.queries):
             keep = dense_idx[qi] >= 0
             di, ds_ = dense_idx[qi][keep], dense_scores[qi][keep]
-            d = di[np.lexsort((di, -ds_))].tolist()  # ties by the lower index, as BM25's top_k (FAISS leaves them open)
+            dl = di[np.lexsort((di, -ds_))].tolist()  # ties by the lower index, as BM25's top_k (FAISS leaves them open)
             b = [int(x) for x in retriever.bm25_search(q, depth)[0]]
-            hybrid = fused_order(rrf([list(b), list(d)], self.pipeline.rrf_k), ids)[:depth]
+            hybrid = fused_order(rrf([list(b), list(dl)], d.pipeline.rrf_k), ids)[:depth]
             pool = pools[qi].doc_idx[:P].tolist()
-            named = {"dense": [ids[i] for i in d], "bm25": [ids[i] for i in b], "hybrid": [ids[i] for i in hybrid]}
+            named = {"dense": [ids[i] for i in dl], "bm25": [ids[i] for i in b], "hybrid": [ids[i] for i in hybrid]}
             row = {"query_id": q.id, "qtype": q.qtype, "n_relevant": sum(g > 0 for g in q.qrels.values())}
             for name, ranked in named.items():
                 for k in self.depths:
@@ -153,32 +151,22 @@ class RecallExperiment:
                 row[f"oracle@{k}_hybrid"] = oracle_ndcg(named["hybrid"], q.qrels, k)
                 row[f"oracle@{k}_dense"] = oracle_ndcg(named["dense"], q.qrels, k)
             rows.append(row)
-            lists.append(d)
+            lists.append(dl)
         per_query = pd.DataFrame(rows)
         ranks = pd.DataFrame(rank_rows, columns=["query_id", "qtype", "doc_id", "list", "rank"])
 
-        reranker_name = reranker_identity = None
         counts = {}
-        if self.reranker is not None:
-            reranker = resolve_reranker(self.reranker, backend=self.backend)
-            reranker_name, reranker_identity = reranker.name, identity_of(reranker)
-            reranked, counts = self._rerank(ds, reranker, lists, root)
+        if loaded.reranker is not None:
+            reranked, counts = self._rerank(ds, loaded.reranker, lists, root)
             per_query = per_query.assign(**reranked)
 
-        config = {**asdict(self), "pipeline": asdict(self.pipeline), "depth": depth, "reranker_resolved": reranker_name,
-                  "reranker_identity": reranker_identity, "dataset_fingerprint": ds.fingerprint}
-        name = f"recall-{ds.name}-{_slug(reranker_name or 'first-stage')}-" + hashlib.sha256(
-            json.dumps({k: v for k, v in config.items() if k != "progress"}, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        out = Path(results_root or results_dir()) / name
-        out.mkdir(parents=True, exist_ok=True)
         summary = summarise(per_query, ranks, self, depth, self.seed)
-        summary.update({"dataset": ds.name, "n_queries": len(ds.queries), "dropped": ds.dropped(), "depth": depth,
-                        "reranker": reranker_name, "reranker_identity": reranker_identity, "pairs": counts,
+        summary.update({"dataset": ds.name, "n_queries": len(ds.queries), **ds.dropped_entries(), "depth": depth,
+                        "reranker": config["reranker_resolved"], "reranker_identity": config["reranker_identity"], "pairs": counts,
                         "results_dir": str(out), "config": config})
-        _atomic_write(out / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
-        _atomic_write(out / "ranks.parquet", lambda p: ranks.to_parquet(p, index=False))
-        _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2, default=str)))
-        return summary
+        write_parquet(out / "per_query.parquet", per_query)
+        write_parquet(out / "ranks.parquet", ranks)
+        return write_summary(out, summary)
 
     def _rerank(self, ds: Dataset, reranker, dense_lists: list[list[int]], root: Path) -> tuple[dict, dict]:
         """Dense top-k reranked (k in k_fetch) and the oracle pool reranked, every pair through the pair-score cache."""
@@ -194,7 +182,7 @@ class RecallExperiment:
         queries = ds.queries
         try:
             for start in tqdm(range(0, len(queries), self.batch), desc=f"rerank dense top-{deepest} {ds.name} [{reranker.name}]",
-                              unit="batch", disable=not self.progress):
+                              unit="batch", disable=not self.data.progress):
                 chunk = list(range(start, min(start + self.batch, len(queries))))
                 cands = []
                 for qi in chunk:
@@ -217,7 +205,7 @@ class RecallExperiment:
                     fuse_w = float(getattr(model, "fuse_w", math.nan))
                     for k in self.k_fetch:
                         n = min(k, len(cand))
-                        order = final_order(logits[:n], fuse_w, self.second_stage)
+                        order = final_order(logits[:n], fuse_w, self.data.second_stage)
                         out[f"ndcg@10_dense{k}_rerank"].append(ndcg_at_k([ids[cand[i]] for i in order], q.qrels, 10))
                     # oracle pool: the dense top-30, then every relevant turn it misses (from deeper in the list, then beyond it)
                     n30 = min(30, len(cand))
@@ -226,7 +214,7 @@ class RecallExperiment:
                     members += list(range(len(cand), len(cand) + len(extra)))
                     scored = cand + extra
                     pool_docs = [scored[m] for m in members]
-                    order = final_order(logits[np.array(members, dtype=int)], fuse_w, self.second_stage)
+                    order = final_order(logits[np.array(members, dtype=int)], fuse_w, self.data.second_stage)
                     out["ndcg@10_oracle_pool_rerank"].append(ndcg_at_k([ids[pool_docs[i]] for i in order], q.qrels, 10))
         finally:
             hits, scored = sum(s.hits for s in scorers.values()), sum(s.scored for s in scorers.values())

@@ -1,11 +1,11 @@
-"""Checkpoint 14, exploration + rescue list (lethe_core.rescue_list; docs/rescue.md): the reference's variants on top of
+"""Checkpoint 14, exploration + rescue list (lethe_core.mechanisms.rescue_list; docs/rescue.md): the reference's variants on top of
 clustered30 + rank-gap RIF, from pools whose legs go 80 deep (`PipelineConfig(k_leg=80)`: every union member scored).
 
 Protocols (clusters and burn-in on the training queries, evaluation frozen: RIF state and rescue lists untouched):
 - `sample100`: the reference's "fast benchmark": 100 queries drawn with `default_rng(7 + seed index)` (the first
   seed is the reference's sample), a burn-in of `sample_burn_in` (800) steps drawn from those 100, evaluated on them;
 - `paper`: the reference's validation run: all queries, `burn_in` (3,000) steps drawn from them, evaluated on them;
-- `heldout`: `rif.protocols.conversation_halves`, learn on one half, evaluate frozen on the other, both directions.
+- `heldout`: `datasets.splits.conversation_halves`, learn on one half, evaluate frozen on the other, both directions.
 The reference kept updating its RIF state during the evaluation pass (its numbers depend on the query order); ours
 never do.
 
@@ -17,27 +17,27 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..rescue_list import RescueList, RescueParams, learn_step, rescued_retrieval
-from ..retrieval.pipeline import PipelineConfig
-from ..rif import fast
-from ..rif.clusters import QueryClusters
-from ..rif.protocols import conversation_halves, hot_cold_schedule
-from ..rif.replay import Arm, score
-from ..rif.state import RIFParams, SuppressionState
-from ..routing import InjectedScorer
-from ..score_scale import SCALES, matched_threshold, top1_scores
-from ..second_stage import DEFAULT_MODE, MODES
-from .rif import PAPER_SEED
-from .routing_study import contrasts, curve_table, run_study
+from lethe_core.mechanisms.rescue_list import RescueList, RescueParams, learn_step, rescued_retrieval
+from lethe_core.retrieval.pipeline import PipelineConfig
+from lethe_core.rif import fast
+from lethe_core.rif.clusters import QueryClusters
+from lethe_core.rif.replay import Arm, score
+from lethe_core.rif.state import RIFParams, SuppressionState
+from lethe_core.mechanisms.routing import InjectedScorer
+from lethe_core.mechanisms.score_scale import matched_threshold, top1_scores
+from lethe_core.datasets.splits import HELDOUT, PAPER, SAMPLE100
+from lethe_core.experiments.rif import PAPER_SEED
+from lethe_core.experiments.routing_study import ReplayStudy, contrasts, curve_table, scheduled, train_eval
+from lethe_core.experiments.setup import DataSpec
 
-PROTOCOLS = ("sample100", "paper", "heldout")
+PROTOCOLS = (SAMPLE100, PAPER, HELDOUT)
 BASE = "clustered30-gap"
+RESCUE_PIPELINE = PipelineConfig(k_leg=80)  # the study's first stage: legs 80 deep, every union member scored
 CAP = 50  # run_explore.py and the threshold runs
 
 # The reference's variants (CHECKPOINTS.md, CK14), name -> rescue parameters.
@@ -67,46 +67,28 @@ def sample_positions(n: int, size: int, seed_index: int, base_seed: int = 7) -> 
 
 
 @dataclass
-class RescueStudy:
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
+class RescueStudy(ReplayStudy):
+    prefix: ClassVar[str] = "rescue"
+    supported: ClassVar[tuple[str, ...]] = PROTOCOLS
+    data: DataSpec = field(default_factory=lambda: DataSpec(pipeline=RESCUE_PIPELINE))
     protocols: tuple[str, ...] = PROTOCOLS
-    variants: tuple[str, ...] = tuple(VARIANTS)
-    seeds: int = 3
     burn_in: int = 3000  # paper and held-out (the reference's validation run)
+    curve_points: int = 2
+    variants: tuple[str, ...] = tuple(VARIANTS)  # matched scale: each variant's threshold is mapped per split
     sample_size: int = 100
     sample_burn_in: int = 800  # the reference's fast benchmark
     k: int = 30  # query clusters of the base RIF arm
     curve_arms: tuple[str, ...] = (BASE, "every5", "top3")
-    curve_points: int = 2
     rif: RIFParams = field(default_factory=RIFParams)
-    # matched: each variant's threshold is the reference's MS MARCO logit, mapped per split onto our scale by the share
-    # of the training questions' top-1 scores below it (lethe_core.score_scale); raw: read as our score
-    scale: str = "matched"
-    pipeline: PipelineConfig = field(default_factory=lambda: PipelineConfig(k_leg=80))
-    second_stage: str = DEFAULT_MODE
-    calibration: bool = True
-    n_resamples: int = stats.N_RESAMPLES  # bootstrap resamples and permutations
-    progress: bool = True
 
     def __post_init__(self):
-        bad = [p for p in self.protocols if p not in PROTOCOLS]
-        if bad or not self.protocols:
-            raise ValueError(f"protocols must be a non-empty subset of {PROTOCOLS}, got {self.protocols}")
+        super().__post_init__()
         unknown = [v for v in self.variants if v not in VARIANTS]
         if unknown:
             raise ValueError(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-        if self.seeds < 1 or self.burn_in < 0 or self.sample_burn_in < 0 or self.sample_size < 1 or self.k < 1 or self.n_resamples < 100:
-            raise ValueError("seeds, sample_size and k must be >= 1; burn-ins >= 0; n_resamples >= 100")
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
-        if self.scale not in SCALES:
-            raise ValueError(f"scale must be one of {SCALES}, got {self.scale!r}")
-        if self.rif.pool_size != self.pipeline.pool_size:
+        if self.sample_burn_in < 0 or self.sample_size < 1 or self.k < 1:
+            raise ValueError("sample_size and k must be >= 1 and sample_burn_in >= 0")
+        if self.rif.pool_size != self.data.pipeline.pool_size:
             raise ValueError("the RIF pool size must be the pipeline's pool size")
 
     def arms(self) -> list[tuple[Arm, RescueParams | None]]:
@@ -115,23 +97,14 @@ class RescueStudy:
         return out + [(Arm(v, "rif", self.k, "gap", self.rif), VARIANTS[v]) for v in self.variants]
 
     def splits(self, ctx, protocol: str, seed_index: int):
-        n = len(ctx.pools.query_ids)
-        seed = PAPER_SEED + seed_index
-        if protocol == "sample100":
-            s = sample_positions(n, self.sample_size, seed_index)
-            pairs, steps = [(s, s, "sample")], self.sample_burn_in
-        elif protocol == "paper":
-            pairs, steps = [(np.arange(n), np.arange(n), "all")], self.burn_in
-        else:
-            a, b = conversation_halves(ctx)
-            pairs, steps = [(a, b, "A->B"), (b, a, "B->A")], self.burn_in
-        for train, evaluate, split in pairs:
-            sched, _ = hot_cold_schedule(len(train), steps, seed)
-            yield train, evaluate, split, train[sched]
+        """(train, evaluate, split, schedule) of one protocol and seed: `sample100` its own sample, else `routing_study.train_eval`."""
+        if protocol == SAMPLE100:
+            s = sample_positions(len(ctx.pools.query_ids), self.sample_size, seed_index)
+            return scheduled([(s, s, "sample")], self.sample_burn_in, PAPER_SEED + seed_index)
+        return scheduled(train_eval(ctx, protocol), self.burn_in, PAPER_SEED + seed_index)
 
-    def run(self, results_root: Path | None = None) -> dict:
-        return run_study(self, "rescue", results_root, rif=asdict(self.rif),
-                         variant_params={v: asdict(VARIANTS[v]) for v in self.variants})
+    def config_extra(self) -> dict:
+        return {"rif": asdict(self.rif), "variant_params": {v: asdict(VARIANTS[v]) for v in self.variants}}
 
     def replay_split(self, ctx, scorer, train, evaluate, schedule, seed: int, tag: dict) -> tuple[list, list, list]:
         """Every arm on one (train, evaluate, schedule): final frozen rows, curve rows, rescue-list sizes."""
@@ -139,7 +112,7 @@ class RescueStudy:
         steps = len(schedule)
         at = {round(steps * c / (self.curve_points + 1)) for c in range(1, self.curve_points + 1)} - {steps}
         final, curves, lists = [], [], []
-        top1 = top1_scores(ctx.pools, train, self.pipeline.pool_size) if self.scale == "matched" else None
+        top1 = top1_scores(ctx.pools, train, self.data.pipeline.pool_size) if self.scale == "matched" else None
 
         def evaluate_all(arm, state, rescue, step, sink):
             for i in evaluate:
@@ -174,14 +147,14 @@ class RescueStudy:
                               "clusters_with_rescues": sum(1 for t in rescue.items.values() if t)})
         return final, curves, lists
 
-    def _compute(self, ctx, info) -> tuple[dict, dict[str, pd.DataFrame]]:
+    def _replay(self, ctx, info) -> tuple[dict, dict[str, pd.DataFrame]]:
         from tqdm.auto import tqdm
 
-        scorer = InjectedScorer(ctx, info["builder"].reranker, info["builder"].root / "pair_scores.sqlite", self.calibration)
+        scorer = InjectedScorer(ctx, info["builder"].reranker, info["builder"].root / "pair_scores.sqlite", self.data.calibration)
         final, curves, lists = [], [], []
         jobs = [(pr, s) for pr in self.protocols for s in range(self.seeds)]
         try:
-            for protocol, s in tqdm(jobs, desc=f"rescue replays ({len(self.arms())} arms)", unit="replay", disable=not self.progress):
+            for protocol, s in tqdm(jobs, desc=f"rescue replays ({len(self.arms())} arms)", unit="replay", disable=not self.data.progress):
                 for train, evaluate, split, schedule in self.splits(ctx, protocol, s):
                     tag = {"protocol": protocol, "seed": PAPER_SEED + s, "split": split}
                     f, c, l = self.replay_split(ctx, scorer, train, evaluate, schedule, PAPER_SEED + s, tag)

@@ -1,31 +1,27 @@
 """`lethe-lab rif run`: RIF arms x protocol x seeds replayed from cached pools, written to results/<run>/.
 
-Results folder (schema in lethe_core/results.py): config.json, per_query.parquet,
+Results folder (schema in lethe_core/results/runs.py): config.json, per_query.parquet,
 snapshots.parquet (suppression every `snapshot_every` steps, first seed only), summary.json.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets import Dataset, load_dataset
-from ..paths import results_dir
-from ..pools import PoolBuilder
-from ..results import SCHEMA_VERSION
-from ..retrieval.pipeline import PipelineConfig, corpus_vectors, query_vectors
-from ..retrieval.rerank import resolve_reranker
-from ..rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
-from ..rif.replay import Arm, entry_arms, standard_arms
-from ..rif.state import CAP, WINNER_RELIEF, RIFParams
-from ..second_stage import DEFAULT_MODE, MODES
-from .systems import _atomic_write, _slug
+from lethe_core.measures import stats
+from lethe_core.datasets import Dataset
+from lethe_core.datasets.splits import HELDOUT, PAPER, PREQUENTIAL, check_protocol
+from lethe_core.results.runs import SCHEMA_VERSION
+from lethe_core.results.store import digest, slug, write_json, write_parquet, write_summary
+from lethe_core.retrieval.pipeline import corpus_vectors, query_vectors
+from lethe_core.rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_paper, run_prequential
+from lethe_core.rif.replay import Arm, entry_arms, standard_arms
+from lethe_core.rif.state import CAP, WINNER_RELIEF, RIFParams
+from lethe_core.experiments.setup import DataStudy, Loaded
 
 PAPER_SEED = 42
 # Options added after runs were published: left out of the run-id hash while at their defaults, so every
@@ -34,11 +30,8 @@ _HASH_OPTIONAL = {"cap": CAP, "reinforce": WINNER_RELIEF}
 
 
 @dataclass
-class RIFExperiment:
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    protocol: str = "paper"
+class RIFExperiment(DataStudy):
+    protocol: str = PAPER
     arms: list[str] | None = None  # names from standard_arms(ks); None = all
     ks: tuple[int, ...] = (10, 30, 50, 100)
     seeds: int = 5  # seeds 42, 43, ...; 42 is the paper's
@@ -50,26 +43,17 @@ class RIFExperiment:
     cap: float = CAP  # most suppression an entry can carry (the reference sweep's "max")
     reinforce: float = WINNER_RELIEF  # winner relief per update
     eager_decay: bool = False
-    second_stage: str = DEFAULT_MODE
-    calibration: bool = True
-    backend: str = "auto"  # reranker inference backend (torch | onnx | onnx-int8 | auto)
-    limit_queries: int | None = None
-    conversations: int | None = None
     snapshot_every: int = 500
     map: bool = True  # paper protocol: 2-D UMAP of the query embeddings for the dashboard
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    progress: bool = True
 
     def __post_init__(self):
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.second_stage not in MODES:
-            raise ValueError(f"second stage must be one of {MODES}, got {self.second_stage!r}")
+        super().__post_init__()
+        check_protocol(self.protocol, PROTOCOLS)
         self.arm_list()  # unknown arm names fail here, before any pool is built
 
     def params(self) -> RIFParams:
-        return RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.pipeline.pool_size, eager=self.eager_decay,
-                         cap=self.cap, reinforce=self.reinforce)
+        return RIFParams(alpha=self.alpha, eta=self.eta, decay=self.decay, pool_size=self.data.pipeline.pool_size,
+                         eager=self.eager_decay, cap=self.cap, reinforce=self.reinforce)
 
     def arm_list(self) -> list[Arm]:
         """The standard arms (all of them when `arms` is None); entry-clustered arms `entry{K}-{rule}` only by name."""
@@ -87,36 +71,55 @@ class RIFExperiment:
     def resolved_burn_in(self, ds: Dataset) -> int:
         return self.burn_in if self.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)  # 0: no burn-in
 
-    def context(self, entries: bool | None = None) -> tuple[ReplayContext, dict]:
+    def context(self, entries: bool | None = None, loaded: Loaded | None = None) -> tuple[ReplayContext, dict]:
         """The replay inputs (dataset, packed pools, query vectors; the corpus embeddings when `entries`, by default when
         an entry-clustered arm is asked for) and what identifies them: {dataset, reranker, pool_key, burn_in, builder, pools}."""
-        ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        builder = PoolBuilder(ds, resolve_reranker(self.reranker, backend=self.backend), self.pipeline, progress=self.progress)
-        pools = builder.build()
-        qids = [q.id for q in ds.queries]
-        qvecs = query_vectors(ds.queries, self.pipeline, builder.root, self.progress)
+        d = self.data
+        loaded = loaded or d.load()
+        ds, builder = loaded.dataset, loaded.builder
+        qvecs = query_vectors(ds.queries, d.pipeline, builder.root, d.progress)
         if entries is None:
             entries = any(a.cues == "entry" for a in self.arm_list())
-        evecs = corpus_vectors(ds.require_corpus(), self.pipeline, builder.root, self.progress) if entries else None
-        ctx = ReplayContext(ds, pools.packed(qids, self.calibration), qvecs, self.second_stage, evecs)
-        return ctx, {"dataset": ds.name, "reranker": pools.reranker, "pool_key": builder.key, "burn_in": self.resolved_burn_in(ds),
-                     "builder": builder, "pools": pools, "qvecs": qvecs}
+        evecs = corpus_vectors(ds.require_corpus(), d.pipeline, builder.root, d.progress) if entries else None
+        ctx = ReplayContext(ds, loaded.packed, qvecs, d.second_stage, evecs)
+        return ctx, {"dataset": ds.name, "reranker": loaded.pools.reranker, "pool_key": builder.key,
+                     "burn_in": self.resolved_burn_in(ds), "builder": builder, "pools": loaded.pools, "qvecs": qvecs}
 
-    def run(self, results_root: Path | None = None) -> dict:
-        ctx, info = self.context()
-        ds, builder, pools, qvecs = ctx.dataset, info["builder"], info["pools"], info["qvecs"]
+    def seed_list(self) -> list[int]:
+        return [PAPER_SEED + s for s in range(self.seeds)]
+
+    def config(self, loaded: Loaded) -> dict:
+        """What config.json records; builds the pools when missing."""
+        packed = loaded.packed
+        return {**self.flat_config(), "burn_in": self.resolved_burn_in(loaded.dataset), "seeds": self.seed_list(),
+                "reranker_resolved": loaded.pools.reranker, "pool_key": loaded.builder.key,
+                "dataset_fingerprint": loaded.dataset.fingerprint, "calibrated": bool((packed.calibrated != packed.logit).any()),
+                "second_stage_resolved": "ce" if np.isnan(packed.fuse_w).all() else self.data.second_stage,
+                "schema_version": SCHEMA_VERSION}
+
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        """`rif-<dataset>-<protocol>-<reranker>-<digest of the config>`, the config less `schema_version` (a schema bump
+        alone keeps the run id, so regenerating replaces the stale folder) and the options at their `_HASH_OPTIONAL` default."""
+        config = config or self.config(loaded)
+        hashed = {k: v for k, v in config.items()
+                  if k != "schema_version" and not (k in _HASH_OPTIONAL and v == _HASH_OPTIONAL[k])}
+        return f"rif-{loaded.dataset.name}-{self.protocol}-{slug(loaded.pools.reranker)}-{digest(hashed)}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        ctx, info = self.context(loaded=loaded)
+        ds, pools, qvecs = ctx.dataset, info["pools"], info["qvecs"]
         qids = [q.id for q in ds.queries]
         burn_in = info["burn_in"]
         arms = self.arm_list()
-        seeds = [PAPER_SEED + s for s in range(self.seeds)]
+        seeds = self.seed_list()
 
         rows, snaps, suppressed = [], [], {}
         from tqdm.auto import tqdm
 
-        for seed in tqdm(seeds, desc=f"rif {self.protocol} ({len(arms)} arms)", unit="seed", disable=not self.progress):
-            if self.protocol == "paper":
+        for seed in tqdm(seeds, desc=f"rif {self.protocol} ({len(arms)} arms)", unit="seed", disable=not self.data.progress):
+            if self.protocol == PAPER:
                 res = run_paper(ctx, arms, seed, burn_in, self.snapshot_every if seed == PAPER_SEED else 0)
-            elif self.protocol == "heldout":
+            elif self.protocol == HELDOUT:
                 res = run_heldout(ctx, arms, seed, burn_in, self.snapshot_every if seed == PAPER_SEED else 0)
             else:
                 res = run_prequential(ctx, arms, seed, self.bootstrap, self.snapshot_every if seed == PAPER_SEED else 0)
@@ -125,40 +128,27 @@ class RIFExperiment:
             suppressed[seed] = res.suppressed
 
         per_query = pd.DataFrame(rows).assign(protocol=self.protocol)
-        config = {**asdict(self), "pipeline": asdict(self.pipeline), "burn_in": burn_in, "seeds": seeds,
-                  "reranker_resolved": pools.reranker, "pool_key": builder.key, "dataset_fingerprint": ds.fingerprint,
-                  "calibrated": bool((ctx.pools.calibrated != ctx.pools.logit).any()),
-                  "second_stage_resolved": "ce" if np.isnan(ctx.pools.fuse_w).all() else self.second_stage}
-        hashed = {k: v for k, v in config.items() if not (k in _HASH_OPTIONAL and v == _HASH_OPTIONAL[k])}
-        run_id = f"rif-{ds.name}-{self.protocol}-{_slug(pools.reranker)}-" + hashlib.sha256(
-            json.dumps(hashed, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        config["schema_version"] = SCHEMA_VERSION  # after the hash: a schema bump alone keeps the run id, so regenerating replaces the stale folder
-        out = Path(results_root or results_dir()) / run_id
-        out.mkdir(parents=True, exist_ok=True)
         summary = summarise(per_query, arms, seeds, suppressed, self.protocol)
         summary.update({"dataset": ds.name, "protocol": self.protocol, "reranker": pools.reranker, "results_dir": str(out),
-                        "run_id": run_id, "n_queries": len(qids), "dropped": ds.dropped(), "seeds": seeds, "burn_in": burn_in,
+                        "run_id": out.name, "n_queries": len(qids), **ds.dropped_entries(), "seeds": seeds, "burn_in": burn_in,
                         "reranker_identity": pools.manifest.get("reranker_identity"),
                         "suppressed_by_seed": {str(s): {a: {str(k): v for k, v in splits.items()} for a, splits in by_arm.items()}
                                                for s, by_arm in suppressed.items()},
                         "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"],
                         "schema_version": SCHEMA_VERSION})
-        snap_frame = _snapshots_frame(snaps, ds)
-        _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, default=str)))
-        _atomic_write(out / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
-        _atomic_write(out / "snapshots.parquet", lambda p: snap_frame.to_parquet(p, index=False))
-        if self.protocol == "paper" and self.map:
-            qmap = query_map(qvecs, qids)
-            _atomic_write(out / "query_map.parquet", lambda p: qmap.to_parquet(p, index=False))
-        _atomic_write(out / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
-        return summary
+        write_json(out / "config.json", config)
+        write_parquet(out / "per_query.parquet", per_query)
+        write_parquet(out / "snapshots.parquet", _snapshots_frame(snaps, ds))
+        if self.protocol == PAPER and self.map:
+            write_parquet(out / "query_map.parquet", query_map(qvecs, qids))
+        return write_summary(out, summary, default=None)
 
 
 def query_map(qvecs: np.ndarray, qids: list[str], k: int = 30, seed: int = PAPER_SEED) -> pd.DataFrame:
     """2-D UMAP coordinates of the query embeddings (cosine, seeded) with their K=30 clusters."""
     import umap
 
-    from ..rif.clusters import QueryClusters
+    from lethe_core.rif.clusters import QueryClusters
 
     xy = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=15, min_dist=0.1).fit_transform(qvecs)
     clusters = QueryClusters.fit(qvecs, min(k, len(qids)), seed=seed).assign(qvecs)
@@ -207,7 +197,7 @@ def summarise(per_query: pd.DataFrame, arms: list[Arm], seeds: list[int], suppre
         entry["delta_ndcg"]["seed_mean"] = float((by_seed - base_by_seed).mean())
         entry["delta_ndcg"]["seed_sd"] = float((by_seed - base_by_seed).std(ddof=1)) if len(by_seed) > 1 else 0.0
         entry["behaviour"] = {c: float(df[c].mean()) for c in ("exact_episode", "sibling_confusion", "wrong_family", "abstain@0", "abstain@2", "abstain@4")}
-        if protocol == "paper":
+        if protocol == PAPER:
             entry["buckets"] = {b: {"n": int(len(g)), "ndcg@10": float(g["ndcg@10"].mean()),
                                     "delta_ndcg": float(g["ndcg@10"].mean() - base[base["bucket"] == b]["ndcg@10"].mean())}
                                 for b, g in df.groupby("bucket")}
@@ -221,7 +211,7 @@ def summarise(per_query: pd.DataFrame, arms: list[Arm], seeds: list[int], suppre
         a.setdefault("p_holm", None)
         a.setdefault("p_recall_holm", None)
     result = {"arms": out_arms}
-    if protocol == "prequential":
+    if protocol == PREQUENTIAL:
         result["learning_curve"] = learning_curve(first)
     return result
 

@@ -19,10 +19,11 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..rif.protocols import ReplayContext, conversation_halves, run_heldout, run_paper, run_prequential
-from ..rif.replay import Arm
-from ..rif.state import RIFParams
+from lethe_core.measures import stats
+from lethe_core.datasets.splits import HELDOUT, PAPER, PREQUENTIAL
+from lethe_core.rif.protocols import ReplayContext, conversation_halves, run_heldout, run_paper, run_prequential
+from lethe_core.rif.replay import Arm
+from lethe_core.rif.state import RIFParams
 
 # The reference's global-RIF sweep (rif/run_sweep.py; alpha / eta = "rate" / decay / cap = "max"; v3 also relieves
 # winners by 0.1 instead of 0.05). "v4 no decay" names only its change: we read it as v1 with lambda = 0.
@@ -65,7 +66,7 @@ def feasible_ks(ks: Iterable[int], ctx: ReplayContext, protocols: Sequence[str])
     """The K values query clusters can be fit with: at most the number of training queries of every protocol
     (all queries for paper and prequential's bootstrap aside, the smaller conversation half for held-out)."""
     n = len(ctx.pools.query_ids)
-    if "heldout" in protocols:
+    if HELDOUT in protocols:
         a, b = conversation_halves(ctx)
         n = min(n, len(a), len(b))
     return [k for k in ks if k <= n]
@@ -77,7 +78,7 @@ class Replays:
     suppressed: pd.DataFrame  # protocol, seed, arm, split, entries, docs (end of burn-in)
 
 
-def replay(ctx: ReplayContext, arms: list[Arm], protocols: Sequence[str] = ("paper", "heldout"), seeds: Sequence[int] = (42,),
+def replay(ctx: ReplayContext, arms: list[Arm], protocols: Sequence[str] = (PAPER, HELDOUT), seeds: Sequence[int] = (42,),
            burn_in: int = 5000, bootstrap: int = 200) -> Replays:
     """Every arm (a baseline is added when missing) under every protocol and seed, from the cached pools."""
     if not any(a.kind == "baseline" for a in arms):
@@ -85,11 +86,11 @@ def replay(ctx: ReplayContext, arms: list[Arm], protocols: Sequence[str] = ("pap
     frames, supp = [], []
     for protocol in protocols:
         for seed in seeds:
-            if protocol == "paper":
+            if protocol == PAPER:
                 res = run_paper(ctx, arms, seed, burn_in, snapshot_every=0)
-            elif protocol == "heldout":
+            elif protocol == HELDOUT:
                 res = run_heldout(ctx, arms, seed, burn_in, snapshot_every=0)
-            elif protocol == "prequential":
+            elif protocol == PREQUENTIAL:
                 res = run_prequential(ctx, arms, seed, bootstrap, snapshot_every=0)
             else:
                 raise ValueError(f"unknown protocol {protocol!r}")
@@ -156,7 +157,7 @@ def select_and_evaluate(rows: pd.DataFrame, configs: Sequence[str], baseline: st
     seed_sd, n_queries} over all queries each scored with a configuration chosen on the other side, "tuned_on_eval":
     the same for the configuration with the best all-query delta, with its name}.
     """
-    d = per_query_delta(rows[rows["protocol"] == "heldout"], baseline, metric)
+    d = per_query_delta(rows[rows["protocol"] == HELDOUT], baseline, metric)
     d = d[d["arm"].isin(configs)]
     if d.empty:
         raise ValueError("select_and_evaluate needs held-out rows of the configurations")
@@ -179,14 +180,14 @@ def select_and_evaluate(rows: pd.DataFrame, configs: Sequence[str], baseline: st
     return {"sides": pd.DataFrame(sides), "honest": honest, "tuned_on_eval": {"chosen": best, **tuned}}
 
 
-def tuned_on_eval(table: pd.DataFrame, configs: Sequence[str], protocol: str = "paper") -> pd.Series:
+def tuned_on_eval(table: pd.DataFrame, configs: Sequence[str], protocol: str = PAPER) -> pd.Series:
     """The reference's way: the configuration with the best delta on the queries it is evaluated on (a delta_table row)."""
     t = table[(table["protocol"] == protocol) & (table["arm"].isin(configs))]
     return t.loc[t["delta"].idxmax()]
 
 
 def one_parameter_sweep(ctx: ReplayContext, param: str, values: Sequence[float], rule: str = "gap", k: int = 30,
-                        protocols: Sequence[str] = ("paper",), seeds: Sequence[int] = (42,), burn_in: int = 5000,
+                        protocols: Sequence[str] = (PAPER,), seeds: Sequence[int] = (42,), burn_in: int = 5000,
                         base: RIFParams = RIFParams(), n_resamples: int = stats.N_RESAMPLES) -> pd.DataFrame:
     """NDCG@10 delta vs the baseline as one constant varies: `k`, or a RIFParams field (alpha, eta, decay, cap, reinforce).
 

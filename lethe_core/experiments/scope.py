@@ -2,7 +2,7 @@
 our RIF runs looked up (or run) by their parameters, and the views over them the notebook shows.
 
 - `reference_table` / `reproduction_check`: the reference's LongMemEval table (`lethe-lab stats` on its
-  per-query file, `lethe_core.stats`) against the figures its CK18 write-up prints (`REFERENCE_TABLE`).
+  per-query file, `lethe_core.measures.stats`) against the figures its CK18 write-up prints (`REFERENCE_TABLE`).
 - `schedule_buckets` / `reference_buckets`: the hot / cold-seen / unseen split of those arrays, from the
   reference's burn-in schedule rebuilt with `hot_cold_schedule` (seed 42, 5,000 steps, query order = JSON order).
 - `matching_run` / `load_or_run`: an existing RIF results folder made with exactly an experiment's parameters
@@ -14,18 +14,20 @@ our RIF runs looked up (or run) by their parameters, and the views over them the
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..paths import shared_data_dir
-from ..analysis import first_seed
-from ..results import Run, list_runs, load_run
-from ..rif.protocols import hot_cold_schedule
-from .rif import PAPER_SEED, RIFExperiment
+from lethe_core.measures import stats
+from lethe_core.datasets.splits import PAPER
+from lethe_core.util.paths import shared_data_dir
+from lethe_core.results.analysis import first_seed
+from lethe_core.results.runs import Run, list_runs, load_run
+from lethe_core.rif.protocols import hot_cold_schedule
+from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 
 REFERENCE_FILE = shared_data_dir() / "lethe_per_query" / "longmemeval_rif_gap_per_query.json"
 REFERENCE_ARMS = ("global-original", "global-gap", "clustered30-original", "clustered30-gap")
@@ -134,7 +136,7 @@ def reference_buckets(path: str | Path = REFERENCE_FILE, seed: int = PAPER_SEED,
 
     The schedule is rebuilt from `seed` over the file's query order (its JSON order: the reference drew
     positions of its query list); `steps` defaults to the file's `meta.burn_in` (5,000)."""
-    from ..datasets.errors import read_json
+    from lethe_core.datasets.errors import read_json
 
     configs = stats.load_per_query_file(path)
     if steps is None:
@@ -172,15 +174,12 @@ def _plain(value):
 def expected_config(exp: RIFExperiment) -> dict:
     """What `exp.run()` would record for the fields that decide its numbers (pool key, burn-in and seeds resolved).
     Loads the dataset and resolves the reranker (no pool is built)."""
-    from ..datasets import load_dataset
-    from ..pools import pool_key
-    from ..retrieval.rerank import resolve_reranker
-
-    ds = load_dataset(exp.dataset, exp.path, exp.conversations, exp.limit_queries)
-    mine = {k: v for k, v in asdict(exp).items() if k in _COMPARED or k in _OPTIONAL}
-    mine["burn_in"] = exp.burn_in if exp.burn_in is not None else (3000 if ds.name == "nfcorpus" else 5000)
-    mine["seeds"] = [PAPER_SEED + s for s in range(exp.seeds)]
-    mine["pool_key"] = pool_key(ds, exp.pipeline, resolve_reranker(exp.reranker, backend=exp.backend))
+    loaded = exp.data.load()
+    ds = loaded.dataset
+    mine = {k: v for k, v in exp.flat_config().items() if k in _COMPARED or k in _OPTIONAL}
+    mine["burn_in"] = exp.resolved_burn_in(ds)
+    mine["seeds"] = exp.seed_list()
+    mine["pool_key"] = loaded.builder.key
     mine["dataset_fingerprint"] = ds.fingerprint
     return _plain(mine)
 
@@ -216,13 +215,12 @@ def nfcorpus_experiment(reranker: str, backend: str, seeds: int, burn_in: int | 
                         small_queries: int = 40) -> RIFExperiment:
     """The reference's four NFCorpus arms (plus baseline) under the paper protocol. `small`: the first
     `small_queries` queries, the hashing encoder and no query map, so a test run costs seconds."""
-    from ..retrieval.pipeline import PipelineConfig
+    from lethe_core.retrieval.pipeline import PipelineConfig
 
-    exp = RIFExperiment(dataset="nfcorpus", reranker=reranker, backend=backend, protocol="paper", arms=list(SCOPE_ARMS),
-                        seeds=seeds, burn_in=burn_in, progress=False, map=not small)
+    data = DataSpec(dataset="nfcorpus", reranker=reranker, backend=backend, progress=False)
     if small:
-        exp = replace(exp, limit_queries=small_queries, pipeline=PipelineConfig(encoder="test:hash"))
-    return exp
+        data = replace(data, limit_queries=small_queries, pipeline=PipelineConfig(encoder="test:hash"))
+    return RIFExperiment(data, protocol=PAPER, arms=list(SCOPE_ARMS), seeds=seeds, burn_in=burn_in, map=not small)
 
 
 def _paired(run: Run, arm: str, baseline: str = "baseline") -> pd.DataFrame:
@@ -257,7 +255,7 @@ def bucket_table(run: Run, arms: list[str] | None = None, baseline: str = "basel
 
 
 def corpus_size(run: Run) -> int:
-    from ..datasets import load_dataset
+    from lethe_core.datasets import load_dataset
 
     c = run.config
     return len(load_dataset(c["dataset"], c["path"], c["conversations"], c["limit_queries"]).require_corpus())
@@ -267,7 +265,7 @@ def saturation_table(run: Run, n_entries: int | None = None) -> pd.DataFrame:
     """Per RIF arm (and split): share of the corpus with non-zero suppression in at least one cluster at the end of
     burn-in (`docs` / corpus size, as the experiment recorded it), its (cluster, entry) pairs, and the same share at
     the last snapshot (`analysis.saturation`; equal to it when the burn-in is a multiple of the snapshot step)."""
-    from ..analysis import saturation
+    from lethe_core.results.analysis import saturation
 
     n_entries = n_entries or corpus_size(run)
     rows = [{"arm": a["name"], "split": split, "docs": int(v["docs"]), "entries": int(v["entries"]), "share_of_corpus": v["docs"] / n_entries}

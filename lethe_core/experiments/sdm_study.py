@@ -21,7 +21,6 @@ method), summary.json. A finished run with the same config is reused. See docs/s
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,14 +28,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets.episodic import MODES, EpisodicBenchmark, episodic_benchmark
-from ..paths import cache_dir, results_dir
-from ..retrieval.dense import DenseIndex, encoder_name
-from ..retrieval.pipeline import PipelineConfig, query_vectors
-from ..sdm import (CLEANUP_ITERATIONS, CLEANUP_TOLERANCE, N_ACTIVE, N_BITS, N_LOCATIONS, SparseDistributedMemory,
+from lethe_core.measures import stats
+from lethe_core.datasets.episodic import MODES, EpisodicBenchmark, episodic_benchmark
+from lethe_core.results.store import DEFAULT_SAVE_MODE, as_json, digest, reuse_or_run, run_dir, write_json, write_parquet, write_summary
+from lethe_core.util.paths import cache_dir
+from lethe_core.retrieval.dense import DenseIndex, encoder_name
+from lethe_core.retrieval.pipeline import PipelineConfig, query_vectors
+from lethe_core.mechanisms.sdm import (CLEANUP_ITERATIONS, CLEANUP_TOLERANCE, N_ACTIVE, N_BITS, N_LOCATIONS, SparseDistributedMemory,
                    binarize, hyperplanes, rank_binary)
-from .systems import _atomic_write
 
 METHODS = ("faiss", "binary", "sdm", "sdm_cleanup")
 METRICS = ("p@1", "r@5", "r@10", "sibling_confusion")
@@ -92,15 +91,15 @@ class SDMExperiment:
         return {**{k: v for k, v in asdict(self).items() if k != "progress"}, "pipeline": asdict(self.pipeline),
                 "encoder": encoder_name(self.pipeline.encoder, self.pipeline.encoder_backend)}
 
-    def run(self, results_root: Path | None = None, cache_root: Path | None = None) -> dict:
-        config = self.config()
-        key = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
-        out = Path(results_root or results_dir()) / f"sdm-{self.seeds}seeds-{key}"
-        if (out / "summary.json").exists() and (out / "per_query.parquet").exists():
-            summary = json.loads((out / "summary.json").read_text())
-            if summary.get("config") == json.loads(json.dumps(config, default=str)):
-                return summary
+    def run_id(self, config: dict | None = None) -> str:
+        return f"sdm-{self.seeds}seeds-{digest(config or self.config(), 12)}"
 
+    def run(self, results_root: Path | None = None, cache_root: Path | None = None, mode: str = DEFAULT_SAVE_MODE) -> dict:
+        config = self.config()
+        out = run_dir(self.run_id(config), results_root)
+        return reuse_or_run(out, as_json(config), lambda: self._compute(out, config, cache_root), mode)
+
+    def _compute(self, out: Path, config: dict, cache_root: Path | None) -> dict:
         plan = self.plan()
         benches = {(p["variant"], p["benchmark_seed"]): None for p in plan}
         for variant, s in benches:
@@ -127,18 +126,16 @@ class SDMExperiment:
         per_query = pd.concat(frames, ignore_index=True)
 
         summary = {
-            "config": json.loads(json.dumps(config, default=str)), "plan": plan, "results_dir": str(out),
+            "config": as_json(config), "plan": plan, "results_dir": str(out),
             "benchmarks": {f"{v}-{s}": b.stats() for (v, s), b in benches.items()},
             "table": json.loads(summary_table(per_query, self.n_resamples).to_json(orient="records")),
             "paired": json.loads(paired_tests(per_query, self.n_resamples).to_json(orient="records")),
             "exact": json.loads(exact_counts(per_query).to_json(orient="records")),
             "cleanup": readouts,
         }
-        out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "config.json", lambda f: f.write_text(json.dumps(summary["config"], indent=2)))
-        _atomic_write(out / "per_query.parquet", lambda f: per_query.to_parquet(f, index=False))
-        _atomic_write(out / "summary.json", lambda f: f.write_text(json.dumps(summary, indent=2)))
-        return summary
+        write_json(out / "config.json", summary["config"], default=None)
+        write_parquet(out / "per_query.parquet", per_query)
+        return write_summary(out, summary, default=None)
 
 
 def evaluate(bench: EpisodicBenchmark, event_vecs: np.ndarray, query_vecs: np.ndarray, plan: dict,

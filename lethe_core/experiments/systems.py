@@ -13,24 +13,20 @@ abstention (`_abs`) questions, which have no evidence to retrieve.
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..behaviour import top1_behaviour
-from ..datasets import Dataset, load_dataset
-from ..metrics import hit_at_k, longmemeval_ndcg, mrr, ndcg_at_k, recall_all_at_k, recall_at_k
-from ..paths import results_dir
-from ..pools import PackedPools, PoolBuilder
-from ..retrieval.pipeline import PipelineConfig
-from ..retrieval.rerank import resolve_reranker
-from ..second_stage import DEFAULT_MODE, final_order
-from .. import stats
+from lethe_core.measures.behaviour import top1_behaviour
+from lethe_core.datasets import Dataset
+from lethe_core.measures.metrics import hit_at_k, longmemeval_ndcg, mrr, ndcg_at_k, recall_all_at_k, recall_at_k
+from lethe_core.pools.cache import PackedPools
+from lethe_core.results.store import slug, write_parquet, write_summary
+from lethe_core.retrieval.second_stage import DEFAULT_MODE, final_order
+from lethe_core.measures import stats
+from lethe_core.experiments.setup import DataStudy, Loaded
 
 SYSTEMS = ("vector", "bm25", "rrf", "vector_rerank", "full", "control")
 RERANKED = {"vector_rerank", "full", "control"}
@@ -142,53 +138,30 @@ def per_fold(per_query: pd.DataFrame, ds: Dataset, manifest: dict, seed: int = 0
     return out
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
-
-
 @dataclass
-class SystemsExperiment:
+class SystemsExperiment(DataStudy):
     """`lethe-lab systems`: build or reuse pools, evaluate every system, write results/<name>/."""
 
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    limit_queries: int | None = None
-    conversations: int | None = None  # keep only the first N conversations (quick runs)
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    second_stage: str = DEFAULT_MODE  # "fused": the validated fusion of first stage and reranker orders
-    calibration: bool = True  # False: behaviour/abstention read the raw logit
-    backend: str = "auto"  # reranker inference backend (torch | onnx | onnx-int8 | auto)
     seed: int = 0
-    progress: bool = True
 
-    def run(self, results_root: Path | None = None) -> dict:
-        ds = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
-        builder = PoolBuilder(ds, reranker, self.pipeline, progress=self.progress)
-        pools = builder.build()
-        packed = pools.packed([q.id for q in ds.queries], self.calibration)
-        per_query = evaluate_systems(ds, packed, self.pipeline.pool_size, self.second_stage)
-        name = f"systems-{ds.name}-{_slug(pools.reranker)}-{self.second_stage}-{'cal' if self.calibration else 'raw'}-{builder.key}"
-        out_dir = Path(results_root or results_dir()) / name
-        out_dir.mkdir(parents=True, exist_ok=True)
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        """`systems-<dataset>-<reranker>-<second stage>-<cal|raw>-<pool key>` (builds the pools when missing)."""
+        d = self.data
+        return f"systems-{loaded.dataset.name}-{slug(loaded.pools.reranker)}-{d.second_stage}-{'cal' if d.calibration else 'raw'}-{loaded.builder.key}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        ds, pools, packed, d = loaded.dataset, loaded.pools, loaded.packed, self.data
+        per_query = evaluate_systems(ds, packed, d.pipeline.pool_size, d.second_stage)
         summary = {
             "dataset": ds.name, "reranker": pools.reranker, "reranker_identity": pools.manifest.get("reranker_identity"),
-            "n_queries": len(ds.queries), "dropped": ds.dropped(),
-            "second_stage": self.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
+            "n_queries": len(ds.queries), **ds.dropped_entries(),
+            "second_stage": d.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
             "calibrated": bool((packed.calibrated != packed.logit).any()),
-            "systems": summarise(per_query, self.seed), "pool_key": builder.key, "results_dir": str(out_dir),
-            "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
+            "systems": summarise(per_query, self.seed), "pool_key": loaded.builder.key, "results_dir": str(out),
+            "config": config,
         }
-        manifest = getattr(reranker, "manifest", None)
+        manifest = getattr(loaded.reranker, "manifest", None)
         if manifest:  # fold-trained reranker: each fold's queries were scored by a model that never saw them
             summary["per_fold"] = per_fold(per_query, ds, manifest, self.seed)
-        _atomic_write(out_dir / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
-        _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2)))
-        return summary
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    write(tmp)
-    os.replace(tmp, path)
+        write_parquet(out / "per_query.parquet", per_query)
+        return write_summary(out, summary, default=None)

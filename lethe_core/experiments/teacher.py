@@ -12,21 +12,21 @@ axis by their own baseline NDCG@10 and gain. Never read a simulated point as a c
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..paths import results_dir
-from ..pools import PackedPools
-from ..rif.protocols import ReplayContext, run_heldout, run_paper
-from ..rif.replay import Arm, Judgements
-from ..rif.state import RIFParams
-from ..second_stage import final_order
-from .systems import _atomic_write
+from lethe_core.measures import stats
+from lethe_core.datasets.splits import HELDOUT, PAPER
+from lethe_core.pools.cache import PackedPools
+from lethe_core.results.runs import latest_runs, replay_context
+from lethe_core.results.store import run_dir, write_json, write_parquet
+from lethe_core.rif.protocols import ReplayContext, run_heldout, run_paper
+from lethe_core.rif.replay import Arm, Judgements
+from lethe_core.rif.state import RIFParams
+from lethe_core.retrieval.second_stage import final_order
 
 
 def simulate_logits(j: Judgements, sigma: float, seed: int) -> np.ndarray:
@@ -67,7 +67,8 @@ class TeacherStudy:
     arm_k: int = 30
     rule: str = "gap"
 
-    def run(self, ctx: ReplayContext, real: list[dict] | None = None, name: str = "teacher", results_root: Path | None = None) -> pd.DataFrame:
+    def run(self, ctx: ReplayContext, real: list[dict] | None = None, name: str = "teacher", results_root: Path | None = None,
+            reranker: str | None = None) -> pd.DataFrame:
         p, j = ctx.pools, ctx.judgements
         first_stage = pool_ndcg(p, j, -np.concatenate([np.arange(p.rows(i).stop - p.rows(i).start) for i in range(len(p.query_ids))]).astype(np.float32))
         oracle = pool_ndcg(p, j, simulate_logits(j, 0.0, self.seed))
@@ -80,14 +81,14 @@ class TeacherStudy:
             sim = replace(p, logit=logits, calibrated=logits, fuse_w=np.full(len(p.query_ids), np.nan, np.float32))
             sctx = ReplayContext(ctx.dataset, sim, ctx.query_vectors, "ce")
             row = {"teacher": "simulated", "sigma": sigma, "teacher_ndcg@10": pool_ndcg(sim, j, logits)}
-            for protocol, fn in (("heldout", run_heldout), ("paper", run_paper)):
+            for protocol, fn in ((HELDOUT, run_heldout), (PAPER, run_paper)):
                 df = pd.DataFrame(fn(sctx, arms, self.seed, self.burn_in, 0).rows)
                 base = df[df["arm"] == "baseline"].set_index(["query_id", "split"])["ndcg@10"]
                 mine = df[df["arm"] == arms[1].name].set_index(["query_id", "split"])["ndcg@10"].reindex(base.index)
                 d = stats.paired_delta_ci(mine.to_numpy(), base.to_numpy(), seed=self.seed)
                 row.update({f"{protocol}_gain": d.mean, f"{protocol}_gain_lo": d.lo, f"{protocol}_gain_hi": d.hi,
                             f"{protocol}_p": stats.paired_permutation_test(mine.to_numpy(), base.to_numpy(), seed=self.seed)})
-                if protocol == "paper":  # the control arm (rerank the whole union) does not depend on the protocol
+                if protocol == PAPER:  # the control arm (rerank the whole union) does not depend on the protocol
                     ctrl = df[df["arm"] == "control"].set_index(["query_id", "split"])["ndcg@10"].reindex(base.index)
                     row["control_gain"] = float((ctrl - base).mean())
             rows.append(row)
@@ -96,9 +97,30 @@ class TeacherStudy:
                          "heldout_gain": r.get("heldout_gain"), "heldout_gain_lo": r.get("heldout_gain_lo"),
                          "heldout_gain_hi": r.get("heldout_gain_hi"), "paper_gain": r.get("paper_gain"), "control_gain": r.get("control_gain")})
         table = pd.DataFrame(rows)
-        out = Path(results_root or results_dir()) / name
+        out = run_dir(name, results_root)
         out.mkdir(parents=True, exist_ok=True)
-        _atomic_write(out / "teacher_curve.parquet", lambda f: table.to_parquet(f, index=False))
-        _atomic_write(out / "config.json", lambda f: f.write_text(json.dumps({**asdict(self), "first_stage_ndcg@10": first_stage,
-                                                                               "oracle_ndcg@10": oracle, "dataset": ctx.dataset.name})))
+        write_parquet(out / "teacher_curve.parquet", table)
+        write_json(out / "config.json", {**asdict(self), "first_stage_ndcg@10": first_stage, "oracle_ndcg@10": oracle,
+                                         "dataset": ctx.dataset.name, "reranker": reranker}, default=None, indent=None)
         return table
+
+
+def run_teacher_study(dataset: str = "locomo", reranker: str | None = None, levels: int = 6, arm: str = "clustered30-gap") -> pd.DataFrame:
+    """The study behind RESULTS.md's teacher section, on the newest full paper run of `dataset` (and its held-out run,
+    which places the real reranker on the same axis); written to results/teacher-<dataset>/ for the report to read."""
+    runs = latest_runs(dataset, reranker)
+    if PAPER not in runs:
+        raise ValueError(f"no full paper-protocol run for {dataset}; run `lethe-lab rif run {dataset} --protocol paper` first")
+    paper = runs[PAPER]
+    runs = latest_runs(dataset, paper.summary["reranker"], paper.summary["second_stage"])
+    by_name = {name: {a["name"]: a for a in run.summary["arms"]} for name, run in runs.items()}
+    real = []
+    held = by_name.get(HELDOUT, {}).get(arm)
+    if held:
+        h = held["delta_ndcg"]
+        control = by_name[PAPER].get("control")
+        real.append({"name": paper.summary["reranker"], "teacher_ndcg@10": by_name[PAPER]["baseline"]["ndcg@10"]["mean"],
+                     "heldout_gain": h["mean"], "heldout_gain_lo": h["ci"][0], "heldout_gain_hi": h["ci"][1],
+                     "paper_gain": by_name[PAPER][arm]["delta_ndcg"]["mean"],
+                     "control_gain": control["delta_ndcg"]["mean"] if control else None})
+    return TeacherStudy(levels=levels).run(replay_context(paper), real, name=f"teacher-{dataset}", reranker=paper.summary["reranker"])

@@ -1,6 +1,6 @@
 """The BM25 tokenizer ablation (checkpoint 8): quality and cost of each tokenizer, on the same queries.
 
-For every tokenizer in `lethe_core.text.TOKENIZERS` the first stage is rebuilt with that tokenizer
+For every tokenizer in `lethe_core.retrieval.text.TOKENIZERS` the first stage is rebuilt with that tokenizer
 (`PipelineConfig.tokenizer`) and its pools go through `PoolBuilder`, so a union member that another
 tokenizer's pool already holds is read from the pair-score cache, and only new members are scored.
 Reported per tokenizer: BM25-only, RRF and `full` (reranked RRF top-30) NDCG@10 / Recall@10 with
@@ -12,26 +12,20 @@ the tokenizers no other tokenizer beats on quality without costing more.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from .. import stats
-from ..datasets import Dataset, load_dataset
-from ..paths import results_dir
-from ..pools import PoolBuilder
-from ..retrieval.bm25 import BM25Index, BM25Params
-from ..retrieval.pipeline import PipelineConfig
-from ..retrieval.rerank import resolve_reranker
-from ..second_stage import DEFAULT_MODE
-from ..text import DEFAULT_TOKENIZER, TOKENIZERS, clear_caches, get_tokenizer
-from .systems import _atomic_write, _slug, evaluate_systems
+from lethe_core.measures import stats
+from lethe_core.results.store import digest, slug, write_parquet, write_summary
+from lethe_core.retrieval.bm25 import BM25Index, BM25Params
+from lethe_core.retrieval.text import DEFAULT_TOKENIZER, TOKENIZERS, clear_caches, get_tokenizer
+from lethe_core.experiments.setup import DataStudy, Loaded
+from lethe_core.experiments.systems import evaluate_systems
 
 ABLATED = ("bm25", "rrf", "full")  # the systems a tokenizer can change (vector does not read BM25)
 
@@ -95,56 +89,59 @@ def summarise_tokenizers(per_query: pd.DataFrame, cost: dict[str, dict], baselin
 
 
 @dataclass
-class TokenizerExperiment:
-    """Every tokenizer through the same first stage and reranker; writes results/tokenizers-<dataset>-.../."""
+class TokenizerExperiment(DataStudy):
+    """Every tokenizer through the same first stage and reranker; writes results/tokenizers-<dataset>-.../.
+    `data.pipeline`'s tokenizer is replaced by each of `tokenizers`."""
 
-    dataset: str = "locomo"
-    path: str | None = None
-    reranker: str = "auto"
-    backend: str = "auto"
-    conversations: int | None = None
-    limit_queries: int | None = None
     tokenizers: tuple[str, ...] = tuple(TOKENIZERS)
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)  # its tokenizer is replaced by each of `tokenizers`
-    second_stage: str = DEFAULT_MODE
-    calibration: bool = True
     timing_repeats: int = 3
     seed: int = 0
-    progress: bool = True
 
-    def run(self, results_root: Path | None = None) -> dict:
+    def __post_init__(self):
+        super().__post_init__()
         for t in self.tokenizers:
             get_tokenizer(t)
-        ds: Dataset = load_dataset(self.dataset, self.path, self.conversations, self.limit_queries)
-        reranker = resolve_reranker(self.reranker, backend=self.backend)
+
+    def pools(self, loaded: Loaded) -> dict[str, tuple]:
+        """Per tokenizer: (pool builder, pools) of the spec's pipeline with that tokenizer, built once per load (a member
+        another tokenizer's pool holds is read from the pair-score cache)."""
+        def build():
+            builders = {tok: loaded.builder_for(replace(self.data.pipeline, tokenizer=tok)) for tok in self.tokenizers}
+            return {tok: (b, b.build()) for tok, b in builders.items()}
+
+        return loaded.once(("tokenizers", self.tokenizers), build)
+
+    def run_id(self, loaded: Loaded, config: dict | None = None) -> str:
+        """`tokenizers-<dataset>-<reranker>-<second stage>-<digest of every tokenizer's pool key>` (builds the pools)."""
+        built = self.pools(loaded)
+        keys = {tok: b.key for tok, (b, _) in built.items()}
+        return f"tokenizers-{loaded.dataset.name}-{slug(_reranker(built))}-{self.data.second_stage}-{digest(keys)}"
+
+    def _compute(self, loaded: Loaded, out: Path, config: dict) -> dict:
+        d, ds, built = self.data, loaded.dataset, self.pools(loaded)
         corpus = ds.require_corpus()
         frames, cost, keys, scored = [], {}, {}, {}
-        for tok in self.tokenizers:
-            config = replace(self.pipeline, tokenizer=tok)
-            builder = PoolBuilder(ds, reranker, config, progress=self.progress)
-            pools = builder.build()
+        for tok, (builder, pools) in built.items():
+            pipeline = builder.config
             keys[tok] = builder.key
             scored[tok] = {"scored": int(getattr(builder, "scored", 0)), "cached": int(getattr(builder, "hits", 0))}
-            packed = pools.packed([q.id for q in ds.queries], self.calibration)
-            per_query = evaluate_systems(ds, packed, config.pool_size, self.second_stage)
+            per_query = evaluate_systems(ds, pools.packed(loaded.query_ids, d.calibration), pipeline.pool_size, d.second_stage)
             frames.append(per_query[per_query["system"].isin(ABLATED + ("vector",))].assign(tokenizer=tok))
-            cost[tok] = bm25_cost(corpus.texts, [q.text for q in ds.queries], tok, config.bm25, config.k_leg,
-                                  self.timing_repeats)
+            cost[tok] = bm25_cost(corpus.texts, [q.text for q in ds.queries], tok, pipeline.bm25, pipeline.k_leg, self.timing_repeats)
         per_query = pd.concat(frames, ignore_index=True)
-        digest = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]
-        name = f"tokenizers-{ds.name}-{_slug(pools.reranker)}-{self.second_stage}-{digest}"
-        out_dir = Path(results_root or results_dir()) / name
-        out_dir.mkdir(parents=True, exist_ok=True)
         summary = {
-            "dataset": ds.name, "reranker": pools.reranker, "n_queries": len(ds.queries), "n_turns": len(corpus),
+            "dataset": ds.name, "reranker": _reranker(built), "n_queries": len(ds.queries), "n_turns": len(corpus),
             "baseline": DEFAULT_TOKENIZER if DEFAULT_TOKENIZER in self.tokenizers else self.tokenizers[0],
             "rows": summarise_tokenizers(per_query, cost, DEFAULT_TOKENIZER, self.seed),
-            "pool_keys": keys, "pairs_scored": scored, "results_dir": str(out_dir),
-            "config": {**asdict(self), "pipeline": asdict(self.pipeline)},
+            "pool_keys": keys, "pairs_scored": scored, "results_dir": str(out), "config": config,
         }
-        _atomic_write(out_dir / "per_query.parquet", lambda p: per_query.to_parquet(p, index=False))
-        _atomic_write(out_dir / "summary.json", lambda p: p.write_text(json.dumps(summary, indent=2, default=_plain)))
-        return summary
+        write_parquet(out / "per_query.parquet", per_query)
+        return write_summary(out, summary, default=_plain)
+
+
+def _reranker(built: dict) -> str:
+    """The reranker the pools name (the last tokenizer's, as the study always recorded it)."""
+    return list(built.values())[-1][1].reranker
 
 
 def _plain(value):

@@ -8,7 +8,7 @@ benchmarks/reranker_speed.py.
 
 from __future__ import annotations
 
-from .identity import weights_digest
+from lethe_core.inference.identity import weights_digest
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 DEFAULT_BACKEND = "onnx-int8"
@@ -17,7 +17,7 @@ DEFAULT_BACKEND = "onnx-int8"
 def backend_tag(backend: str) -> str:
     """The backend as cache keys and identities name it: onnx backends carry the export format, so a
     score or a vector from an older export is never read as the current export's."""
-    from .onnx_export import EXPORT_FORMAT
+    from lethe_core.inference.onnx_export import EXPORT_FORMAT
 
     return backend if backend == "torch" else f"{backend}.{EXPORT_FORMAT}"
 

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import torch
 
-from ..locking import exclusive
-from ..paths import models_dir
-from .backends import INPUTS
-from .identity import weights_digest
+from lethe_core.util.locking import exclusive
+from lethe_core.util.paths import models_dir
+from lethe_core.util.storage import disk_writes, sweep_stale_tmp
+from lethe_core.inference.backends import INPUTS
+from lethe_core.inference.identity import weights_digest
 
 PRECISIONS = ("fp32", "int8")
 KINDS = ("cross-encoder", "bi-encoder")
@@ -56,18 +57,20 @@ def exported(folder: Path, kind: str, precision: str, max_length: int = 256) -> 
             return final
         source = exported(folder, kind, "fp32", max_length) if precision == "int8" else None
         print(f"exporting {folder} to ONNX ({kind}, {precision}), once: {final}", file=sys.stderr, flush=True)
+        sweep_stale_tmp(onnx_root(), f".tmp-{final.name}-*", older_than=0)  # a killed export of this model (we hold its lock)
         tmp = onnx_root() / f".tmp-{final.name}-{uuid.uuid4().hex}"
-        tmp.mkdir(parents=True)
         try:
-            if source is None:
-                max_length = _export_fp32(folder, kind, tmp / "model.onnx", max_length)
-            else:
-                _quantize(source / "model.onnx", tmp / "model.onnx")
-                max_length = json.loads((source / "export.json").read_text())["max_length"]
-            _save_tokenizer(folder, tmp)
-            meta = {"kind": kind, "precision": precision, "source": str(folder.resolve()), "max_length": max_length}
-            (tmp / "export.json").write_text(json.dumps(meta, indent=1))
-            os.replace(tmp, final)
+            with disk_writes(onnx_root(), cleanup=[tmp]):  # a full disk: one error naming the folder
+                tmp.mkdir(parents=True)
+                if source is None:
+                    max_length = _export_fp32(folder, kind, tmp / "model.onnx", max_length)
+                else:
+                    _quantize(source / "model.onnx", tmp / "model.onnx")
+                    max_length = json.loads((source / "export.json").read_text())["max_length"]
+                _save_tokenizer(folder, tmp)
+                meta = {"kind": kind, "precision": precision, "source": str(folder.resolve()), "max_length": max_length}
+                (tmp / "export.json").write_text(json.dumps(meta, indent=1))
+                os.replace(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return final

@@ -19,7 +19,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..paths import cache_dir
+from lethe_core.util.paths import cache_dir
+from lethe_core.util.storage import disk_writes
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rerankers (id INTEGER PRIMARY KEY, identity TEXT UNIQUE NOT NULL);
@@ -42,11 +43,12 @@ def identity_of(reranker) -> str:
 class PairScoreCache:
     def __init__(self, path: Path | None = None):
         self.path = Path(path or cache_dir() / "pair_scores.sqlite")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        with disk_writes(self.path.parent):  # a full disk: one DiskFullError naming the folder and the free space
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=120, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
         self._rids: dict[str, int] = {}
 
     def close(self) -> None:
@@ -54,7 +56,8 @@ class PairScoreCache:
 
     def _rid(self, identity: str) -> int:
         if identity not in self._rids:
-            self._db.execute("INSERT OR IGNORE INTO rerankers (identity) VALUES (?)", (identity,))
+            with disk_writes(self.path.parent):
+                self._db.execute("INSERT OR IGNORE INTO rerankers (identity) VALUES (?)", (identity,))
             self._rids[identity] = self._db.execute("SELECT id FROM rerankers WHERE identity = ?", (identity,)).fetchone()[0]
         return self._rids[identity]
 
@@ -66,12 +69,12 @@ class PairScoreCache:
     def store(self, identity: str, query: str, texts: Sequence[str], logits: Sequence[float]) -> None:
         rid, q = self._rid(identity), digest(query)
         rows = [(rid, q, digest(t), float(x)) for t, x in zip(texts, logits)]
-        with self._db:  # one transaction: all or nothing
+        with disk_writes(self.path.parent, need=64 * len(rows)), self._db:  # one transaction: all or nothing
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR IGNORE INTO pairs VALUES (?, ?, ?, ?)", rows)
 
     def record_build(self, label: str, identity: str, hits: int, scored: int) -> None:
-        with self._db:
+        with disk_writes(self.path.parent), self._db:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute("INSERT INTO builds VALUES (?, ?, ?, ?, ?)", (time.time(), label, identity, hits, scored))
 

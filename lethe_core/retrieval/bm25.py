@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .topk import top_k
+from lethe_core.retrieval.topk import top_k
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from ..text import tokenize
+from lethe_core.retrieval.text import tokenize
+from lethe_core.util.storage import disk_writes, sweep_stale_tmp
 
 DEFAULT_ENCODER = "minilm"
 ENCODE_STEP = 256  # texts per encode() call in EmbeddingCache.embed; the Ray path cuts the same calls (docs/distributed.md)
@@ -37,7 +38,7 @@ class SentenceTransformerEncoder:
     """
 
     def __init__(self, model: str = DEFAULT_ENCODER, batch_size: int = 64, backend: str = "torch"):
-        from ..inference import resolve_backend
+        from lethe_core.inference import resolve_backend
 
         self.backend = resolve_backend(backend)
         self.name = encoder_name(model, self.backend)
@@ -59,8 +60,8 @@ class SentenceTransformerEncoder:
                 self.model = SentenceTransformer(location, device="cpu")
                 self.dim = int(self.model.get_embedding_dimension())
             else:
-                from ..inference.backends import onnx_model
-                from ..inference.hub import local_snapshot
+                from lethe_core.inference.onnx_session import onnx_model
+                from lethe_core.inference.hub import local_snapshot
 
                 folder = local_snapshot(location)
                 if folder is None:
@@ -73,13 +74,20 @@ class SentenceTransformerEncoder:
                 "(bundled) or a local model folder."
             ) from exc
 
+    @property
+    def max_length(self) -> int:
+        """Tokens the model reads of a text (special tokens included); the rest is truncated."""
+        return int(self.model.max_seq_length if self.backend == "torch" else self.model.meta["max_length"])
+
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self.backend != "torch":
-            from ..inference.backends import run_sorted
+        from lethe_core.inference.backends import clip_long_texts, run_sorted
 
-            encoded = self.model.tokenizer(list(texts), truncation=True, max_length=self.model.meta["max_length"])
+        # A 1 MB turn is cut to a prefix with the same first tokens before it is tokenised (exact; short texts untouched).
+        texts = clip_long_texts(texts, self.model.tokenizer, self.max_length)
+        if self.backend != "torch":
+            encoded = self.model.tokenizer(list(texts), truncation=True, max_length=self.max_length)
             return run_sorted(encoded, self.batch_size, self.model)
         vecs = self.model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=progress
@@ -106,7 +114,7 @@ class HashingEncoder:
 
 def encoder_name(spec: str, backend: str = "torch") -> str:
     """The name embeddings are cached under: the model's, plus `@backend.format` for onnx backends."""
-    from ..inference import backend_tag
+    from lethe_core.inference import backend_tag
 
     base = "all-MiniLM-L6-v2" if spec == "minilm" else HashingEncoder().name if spec == "test:hash" else spec
     return base if backend == "torch" or spec == "test:hash" else f"{base}@{backend_tag(backend)}"
@@ -123,7 +131,7 @@ class LazyEncoder:
     """Defers loading torch and the model until a text is missing from the cache."""
 
     def __init__(self, spec: str = DEFAULT_ENCODER, backend: str = "torch"):
-        from ..inference import resolve_backend
+        from lethe_core.inference import resolve_backend
 
         self.spec = spec
         self.backend = resolve_backend(backend)
@@ -158,6 +166,7 @@ class EmbeddingCache:
         self._keys: dict[bytes, tuple[int, int]] = {}
         self._shards: list[Path | np.ndarray] = []
         if self.dir.exists():
+            sweep_stale_tmp(self.dir, ".tmp-*.npz")  # shards a killed or failed writer left half-written
             for f in sorted(self.dir.glob("shard-*.npz")):
                 with np.load(f) as data:
                     self._add_shard(f, data["keys"])
@@ -187,23 +196,26 @@ class EmbeddingCache:
         missing = list(dict.fromkeys(k for k in keys if k not in self._keys))
         if missing:
             by_key = {k: t for k, t in zip(keys, texts)}
-            self.dir.mkdir(parents=True, exist_ok=True)
+            with disk_writes(self.dir):
+                self.dir.mkdir(parents=True, exist_ok=True)
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(missing), desc=f"embedding ({encoder.name})", unit="text", disable=not progress)
-            for start in range(0, len(missing), self.shard_size):
-                chunk = missing[start : start + self.shard_size]
-                parts = []
-                for sub in range(0, len(chunk), ENCODE_STEP):  # small steps keep the progress bar alive
-                    parts.append(encoder.encode([by_key[k] for k in chunk[sub : sub + ENCODE_STEP]]))
-                    bar.update(len(parts[-1]))
-                vecs = np.concatenate(parts)
-                tmp = self.dir / f".tmp-{uuid.uuid4().hex}.npz"
-                np.savez(tmp, keys=np.array(chunk, dtype="S40"), vecs=vecs)
-                final = self.dir / f"shard-{uuid.uuid4().hex}.npz"
-                os.replace(tmp, final)
-                self._add_shard(vecs, np.array(chunk, dtype="S40"))
-            bar.close()
+            try:
+                for start in range(0, len(missing), self.shard_size):
+                    chunk = missing[start : start + self.shard_size]
+                    parts = []
+                    for sub in range(0, len(chunk), ENCODE_STEP):  # small steps keep the progress bar alive
+                        parts.append(encoder.encode([by_key[k] for k in chunk[sub : sub + ENCODE_STEP]]))
+                        bar.update(len(parts[-1]))
+                    vecs = np.concatenate(parts)
+                    tmp = self.dir / f".tmp-{uuid.uuid4().hex}.npz"
+                    with disk_writes(self.dir, cleanup=[tmp], need=vecs.nbytes + 40 * len(chunk)):  # full disk: one error, no litter
+                        np.savez(tmp, keys=np.array(chunk, dtype="S40"), vecs=vecs)
+                        os.replace(tmp, self.dir / f"shard-{uuid.uuid4().hex}.npz")
+                    self._add_shard(vecs, np.array(chunk, dtype="S40"))
+            finally:
+                bar.close()  # before any error is printed, so the error is the last line
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         where = np.array([self._keys[k] for k in keys])

@@ -16,12 +16,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..datasets.model import Corpus, Query
-from ..paths import cache_dir
-from ..text import DEFAULT_TOKENIZER, get_tokenizer
-from .bm25 import BM25Index, BM25Params
-from .dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, LazyEncoder
-from .fusion import RRF_K, fused_order, rrf
+from lethe_core.datasets.model import Corpus, Query
+from lethe_core.util.paths import cache_dir
+from lethe_core.retrieval.text import DEFAULT_TOKENIZER, get_tokenizer
+from lethe_core.retrieval.bm25 import BM25Index, BM25Params
+from lethe_core.retrieval.dense import DEFAULT_ENCODER, DenseIndex, EmbeddingCache, Encoder, LazyEncoder
+from lethe_core.retrieval.fusion import RRF_K, fused_order, rrf
 
 
 SCOPES = ("global", "conversation")
@@ -37,7 +37,7 @@ class PipelineConfig:
     encoder: str = DEFAULT_ENCODER
     encoder_backend: str = "torch"  # torch | onnx | onnx-int8 (lethe_core.inference)
     bm25: BM25Params = field(default_factory=BM25Params)
-    tokenizer: str = DEFAULT_TOKENIZER  # BM25 tokenizer of corpus and queries (lethe_core.text.TOKENIZERS)
+    tokenizer: str = DEFAULT_TOKENIZER  # BM25 tokenizer of corpus and queries (lethe_core.retrieval.text.TOKENIZERS)
     scope: str = "global"  # global: search every turn | conversation: only the query's own conversation
 
     def __post_init__(self):

@@ -4,7 +4,7 @@ Burn-in never needs the answer list, only what RIF learns: r_final is the rank i
 cross-encoder's own order whatever the second-stage mode, so the kernel has no mode.
 
 A step touches ~50 candidates, so the numpy path is dominated by call overhead (~100 us per
-step); this kernel does a whole schedule in one call. `tests/unit/test_rif_fast.py` pins it to
+step); this kernel does a whole schedule in one call. `tests/unit/rif/test_rif_fast.py` pins it to
 the readable numpy path (same suppression state to 1e-12). Set LETHE_NO_NUMBA=1 to use the
 numpy path everywhere.
 """

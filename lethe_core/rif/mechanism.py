@@ -3,7 +3,7 @@ where rank-gap's fewer suppressions come from (docs/method.md, "A property worth
 
 `update_log` replays a burn-in through the readable numpy path (`replay.retrieve` + the same update as
 `replay.learn`) and records every pool member of every update. Its final state equals the replay's
-(tests/unit/test_rif_mechanism.py), so the views below describe the runs the tables report.
+(tests/unit/rif/test_rif_mechanism.py), so the views below describe the runs the tables report.
 
 - One update's penalty is `alpha * (s_after - s_decayed)`. The RRF scores of a union span about 0.011-0.033,
   so an increment at least the union's range (max - min RRF) drops the entry below every unpenalised member:
@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .protocols import ReplayContext, _clusters, hot_cold_schedule
-from .replay import Arm, retrieve
-from .rules import strength
-from .state import SuppressionState
+from lethe_core.rif.protocols import ReplayContext, _clusters, hot_cold_schedule
+from lethe_core.rif.replay import Arm, retrieve
+from lethe_core.rif.rules import strength
+from lethe_core.rif.state import SuppressionState
 
 LOG_COLUMNS = ("step", "query", "cluster", "entry", "r_init", "r_final", "winner", "strength", "strength_uniform",
                "strength_gap", "s_before", "s_after", "increment", "rrf", "rrf_range", "out_after")

@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..behaviour import top1_behaviour
-from ..datasets.model import Dataset
-from ..pools import PackedPools
-from ..second_stage import DEFAULT_MODE
-from . import fast
-from .clusters import QueryClusters
-from .replay import Arm, Judgements, learn, retrieve, score
-from .state import SuppressionState
+from lethe_core.measures.behaviour import top1_behaviour
+from lethe_core.datasets.model import Dataset
+from lethe_core.pools.cache import PackedPools
+from lethe_core.retrieval.second_stage import DEFAULT_MODE
+from lethe_core.datasets import splits
+from lethe_core.rif import fast
+from lethe_core.rif.clusters import QueryClusters
+from lethe_core.rif.replay import Arm, Judgements, learn, retrieve, score
+from lethe_core.rif.state import SuppressionState
 
-PROTOCOLS = ("paper", "heldout", "prequential")
+PROTOCOLS = (splits.PAPER, splits.HELDOUT, splits.PREQUENTIAL)  # the RIF replay's protocols (names: datasets.splits)
 
 
 @dataclass
@@ -146,14 +147,9 @@ def run_paper(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int 
 
 
 def conversation_halves(ctx: ReplayContext) -> tuple[np.ndarray, np.ndarray]:
-    """Split query positions by conversation (sorted ids, first half vs second half)."""
-    conv = np.array([ctx.queries[q].conversation_id or q for q in ctx.pools.query_ids], dtype=object)
-    convs = sorted(set(conv))
-    if len(convs) < 2:
-        raise ValueError("the held-out protocol needs queries from at least two conversations")
-    first = set(convs[: len(convs) // 2])
-    mask = np.array([c in first for c in conv])
-    return np.flatnonzero(mask), np.flatnonzero(~mask)
+    """The `heldout` split (`datasets.splits.conversation_halves`) of a replay's query positions."""
+    qids = ctx.pools.query_ids
+    return splits.conversation_halves([ctx.queries[q].conversation_id for q in qids], qids)
 
 
 def run_heldout(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int = 5000, snapshot_every: int = 500) -> ProtocolResult:

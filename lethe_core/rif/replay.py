@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..datasets.model import Dataset
-from ..pools import PackedPools
-from ..second_stage import DEFAULT_MODE, final_order, teacher_order
-from .rules import strength
-from .state import RIFParams, SuppressionState
+from lethe_core.datasets.model import Dataset
+from lethe_core.pools.cache import PackedPools
+from lethe_core.retrieval.second_stage import DEFAULT_MODE, final_order, teacher_order
+from lethe_core.rif.rules import strength
+from lethe_core.rif.state import RIFParams, SuppressionState
 
 
 @dataclass(frozen=True)

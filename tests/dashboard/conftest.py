@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 from dash_support import APP
 
 from lethe_core.experiments.rif import RIFExperiment
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.retrieval.pipeline import PipelineConfig
 
 
@@ -19,8 +20,9 @@ def results_home(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("LETHE_HOME", str(home))
     try:
-        summary = RIFExperiment(dataset="locomo", conversations=2, reranker="test:lexical", seeds=2, ks=(10, 30), burn_in=1000,
-                                pipeline=PipelineConfig(encoder="test:hash"), progress=False).run()
+        data = DataSpec(dataset="locomo", conversations=2, reranker="test:lexical", pipeline=PipelineConfig(encoder="test:hash"),
+                        progress=False)
+        summary = RIFExperiment(data, seeds=2, ks=(10, 30), burn_in=1000).run()
     finally:
         mp.undo()
     return home, summary

@@ -2,7 +2,7 @@
 
 from streamlit.testing.v1 import AppTest
 
-from lethe_core.paths import REPO_ROOT
+from lethe_core.util.paths import REPO_ROOT
 
 APP = str(REPO_ROOT / "dashboard" / "app.py")
 PAGES = ["overview", "clusters", "suppression", "chronic", "behaviour", "inspector", "whatif"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from dash_support import PAGES, messages
 
-from lethe_core.paths import REPO_ROOT
+from lethe_core.util.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "dashboard"))
 from state import FILTER_KEY, WIDGET_KEY  # noqa: E402

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from lethe_core.paths import REPO_ROOT
+from lethe_core.util.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "dashboard"))
 import browser  # noqa: E402

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from typer.testing import CliRunner
 
-from lethe_core import cli
+from lethe_core.cli import main as cli
 
 
 def _free_port() -> int:

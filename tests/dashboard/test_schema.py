@@ -7,9 +7,9 @@ import pytest
 from dash_support import PAGES, messages
 from typer.testing import CliRunner
 
-from lethe_core import cli
+from lethe_core.cli import main as cli
 from lethe_core.experiments.rif import RIFExperiment
-from lethe_core.results import SCHEMA_VERSION, ResultsError, load_run, regenerate_command
+from lethe_core.results.runs import SCHEMA_VERSION, ResultsError, load_run, regenerate_command
 
 # What the fixture's run (conftest.results_home) regenerates with: its own options, resolved reranker included.
 FIXTURE_COMMAND = ("lethe-lab rif run locomo --protocol paper --seeds 2 --reranker test:lexical --conversations 2 "
@@ -43,6 +43,10 @@ BREAKAGES = {
     "config lacks pool_key": (lambda r: _edit_json(r / "config.json", lambda d: d.pop("pool_key")), "'pool_key'"),
     "corrupt summary": (lambda r: (r / "summary.json").write_text("{ not json"), "corrupt"),
     "unfinished run (no summary)": (lambda r: (r / "summary.json").unlink(), "partial results (summary.json missing"),
+    # issue 24 finding 2: a rerun stopped after its Parquet files, beside the summary of an earlier write (no write id)
+    "mixed folder (an old summary beside new files)": (lambda r: _edit_json(r / "summary.json", lambda d: d.pop("write_id")),
+                                                       "partial results: a mixed folder (config.json, per_query.parquet, "
+                                                       "query_map.parquet, snapshots.parquet come from another write than summary.json"),
     "truncated per_query.parquet": (lambda r: _truncate(r / "per_query.parquet"), "per_query.parquet: unreadable or truncated"),
     "truncated snapshots.parquet": (lambda r: _truncate(r / "snapshots.parquet"), "snapshots.parquet: unreadable or truncated"),
     "truncated query_map.parquet": (lambda r: _truncate(r / "query_map.parquet"), "query_map.parquet: unreadable or truncated"),
@@ -82,9 +86,9 @@ def test_body_corruption_behind_a_valid_footer_is_a_message_too(results_home, co
 
 
 @pytest.mark.parametrize("where", ["moved", "not a dataset"])
-def test_unloadable_dataset_path_is_a_message_on_the_pages_that_need_it(copy_results, app_at, tmp_path, where):
-    home, run = copy_results()
-    target = tmp_path / "gone" / "locomo10.json" if where == "moved" else tmp_path
+def test_unloadable_dataset_path_is_a_message_on_the_pages_that_need_it(copy_results, app_at, where):
+    home, run = copy_results()  # inside LETHE_HOME: a path the replay follows (test_dataset_source.py: the ones it refuses)
+    target = home / "gone" / "locomo10.json" if where == "moved" else home / "results"
     _edit_json(run / "config.json", lambda d: d.update(path=str(target)))
     at = app_at(home)
     needs_dataset = {"clusters", "suppression", "chronic", "inspector", "whatif"}
@@ -129,16 +133,17 @@ def test_regenerate_command_reproduces_the_config(results_home, monkeypatch):
     home, summary = results_home
     config = load_run(summary["results_dir"]).config
     seen = []
-    monkeypatch.setattr(RIFExperiment, "run", lambda self: seen.append(self) or summary)
+    monkeypatch.setattr(RIFExperiment, "run", lambda self, *args, **kwargs: seen.append(self) or summary)
     args = regenerate_command(config).split()[1:]
     result = CliRunner().invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     (exp,) = seen
-    for key in ("dataset", "path", "protocol", "conversations", "limit_queries", "burn_in", "alpha", "eta", "eager_decay",
-                "second_stage", "calibration", "arms"):
+    for key in ("dataset", "path", "conversations", "limit_queries", "second_stage", "calibration"):
+        assert getattr(exp.data, key) == config[key], key
+    for key in ("protocol", "burn_in", "alpha", "eta", "eager_decay", "arms"):
         assert getattr(exp, key) == config[key], key
-    assert exp.reranker == config["reranker_resolved"] and exp.seeds == len(config["seeds"])
-    assert exp.pipeline.encoder == config["pipeline"]["encoder"]
+    assert exp.data.reranker == config["reranker_resolved"] and exp.seeds == len(config["seeds"])
+    assert exp.data.pipeline.encoder == config["pipeline"]["encoder"]
 
 
 def test_the_writer_records_the_schema_version(results_home):

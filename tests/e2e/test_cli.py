@@ -7,7 +7,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from lethe_core.cli import app
+from lethe_core.cli.main import app
 from lethe_core.experiments.systems import pool_recall
 
 runner = CliRunner()
@@ -98,9 +98,13 @@ def test_rif_run_three_protocols_deterministic_json():
         for arm in a["arms"]:
             assert {"mean", "ci", "seed_sd"} <= set(arm["ndcg@10"]) and "p_holm" in arm and "recall@30" in arm
             assert "suppressed_entries" in arm and "delta_ndcg" in arm
-        b = json.loads(invoke(*args).stdout.strip().splitlines()[-1])
+        recomputed = invoke(*args, "--overwrite")
+        assert "reusing" not in recomputed.output
+        b = json.loads(recomputed.stdout.strip().splitlines()[-1])
         assert a["arms"] == b["arms"]  # same seeds, same numbers
         assert (Path(a["results_dir"]) / "per_query.parquet").exists()
+        reused = invoke(*args)  # the finished run with this config is read back, and says so
+        assert "reusing the finished run" in reused.output and json.loads(reused.stdout.strip().splitlines()[-1])["arms"] == a["arms"]
 
 
 def test_rif_unknown_arm_and_protocol():

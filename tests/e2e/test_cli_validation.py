@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from lethe_core.cli import main
+from lethe_core.cli.main import main
 
 SYN = ("synthetic:500", "--reranker", "test:lexical", "--encoder", "test:hash")
 
@@ -178,3 +178,102 @@ def test_cache_stats(capsys):
     assert "rerankers" in info and "last_build" in info
     code, out, _ = run(capsys, "cache", "stats")
     assert code == 0 and "pair-score cache" in out
+
+
+# --- issue 24: subsets, bounded reads, a full disk, LETHE_HOME proved writable, encodable text ---------------------
+
+
+def test_a_subset_reports_its_own_dropped_data(capsys):
+    """`--conversations 2` once reported the whole file's 4 / 3 / 6; the two conversations run have 2 / 0 / 1."""
+    code, out, err = run(capsys, "pools", "build", "locomo", "--conversations", "2", "--reranker", "test:lexical",
+                         "--encoder", "test:hash", "--json")
+    assert code == 0, err
+    dropped = json.loads(out.strip().splitlines()[-1])["dropped"]
+    assert (dropped["queries_without_qrels"], dropped["unresolved_evidence_ids"], dropped["normalised_evidence_ids"]) == (2, 0, 1)
+    code, out, err = run(capsys, "pools", "build", "locomo", "--conversations", "2", "--reranker", "test:lexical",
+                         "--encoder", "test:hash")
+    assert code == 0, err
+    assert ("dropped by the loader in the subset evaluated: queries without qrels: 2, normalised evidence ids: 1; in the whole "
+            "file: queries without qrels: 4, unresolved evidence ids: 3, normalised evidence ids: 6 (") in out, out
+    whole = json.loads(run(capsys, "pools", "build", "locomo", "--conversations", "2", "--reranker", "test:lexical", "--encoder",
+                           "test:hash", "--json")[1].strip().splitlines()[-1])["dropped_whole_file"]
+    assert (whole["queries_without_qrels"], whole["unresolved_evidence_ids"], whole["normalised_evidence_ids"]) == (4, 3, 6)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("systems", "locomo", "--conversations", "1000", "--reranker", "test:lexical", "--encoder", "test:hash"),
+     "locomo10.json: --conversations 1000: locomo has 10 conversations; ask for 1 to 10"),
+    (("rif", "run", *SYN, "--conversations", "3"), "--conversations 3: synthetic"),
+])
+def test_more_conversations_than_the_dataset_has(capsys, isolated_home, args, expected):
+    err = fails(capsys, isolated_home, *args)
+    assert expected in err and err.endswith("ask for 1 to 10" if "locomo" in args else "ask for 1 to 2"), err
+
+
+def test_conversations_check_for_synthetic_needs_no_load():
+    from lethe_core.cli import checks
+
+    assert checks.conversations("synthetic:500", 2) == 2 and checks.conversations("locomo", 1000) == 1000  # the loader's
+    with pytest.raises(checks.ArgError, match=r"^--conversations 3: synthetic:500 has 2 conversations; ask for 1 to 2$"):
+        checks.conversations("synthetic:500", 3)
+    with pytest.raises(checks.ArgError, match="synthetic has 10 conversations"):
+        checks.conversations("synthetic", 11)
+
+
+def test_lethe_home_where_nothing_can_be_created(capsys, monkeypatch):
+    """As root, /proc passes the permission test; the command once failed with FileNotFoundError after loading."""
+    monkeypatch.setenv("LETHE_HOME", "/proc/nope")
+    for cmd in (("systems", *SYN), ("pools", "build", *SYN), ("reranker", "train", "locomo")):
+        code, out, err = run(capsys, *cmd)
+        assert code == 2 and out == "" and err.count("\n") == 1, (cmd, err)
+        assert err.startswith("error: LETHE_HOME=/proc/nope is not writable (cannot create it: "), err
+
+
+def test_devices_and_fifos_are_refused_not_read(capsys, isolated_home, tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for args, name, kind in [(("stats", "/dev/zero"), "/dev/zero", "a character device"),
+                             (("data", "describe", "locomo", "--path", "/dev/zero"), "/dev/zero", "a character device"),
+                             (("stats", str(fifo)), fifo, "a FIFO (named pipe)"),
+                             (("data", "describe", "longmemeval", "--path", str(fifo)), fifo, "a FIFO (named pipe)")]:
+        assert fails(capsys, isolated_home, *args) == f"error: {name}: is {kind}; expected a regular file"
+
+
+def test_input_size_limit(capsys, isolated_home, tmp_path, monkeypatch):
+    big = tmp_path / "per_query.json"
+    big.write_text(json.dumps({"configs": [{"name": "baseline", "ndcg": [0.5] * 2000, "recall": [0.5] * 2000}]}))
+    monkeypatch.setenv("LETHE_MAX_INPUT_MB", "0.01")
+    err = fails(capsys, isolated_home, "stats", str(big))
+    assert err.startswith(f"error: {big}: is 0.0 MB, above the input limit of 0.0 MB; set LETHE_MAX_INPUT_MB"), err
+
+
+def test_a_lone_surrogate_names_file_record_and_field(capsys, isolated_home, tmp_path):
+    from lethe_core.util.paths import shared_data_dir
+
+    data = json.loads((shared_data_dir() / "locomo" / "locomo10.json").read_text())
+    data[1]["conversation"]["session_2"][5]["text"] = "@@"
+    bad = tmp_path / "surrogate.json"
+    bad.write_text(json.dumps(data).replace('"@@"', r'"caf\u00e9 \ud800"'))
+    for cmd in (("data", "describe", "locomo", "--path", str(bad)),
+                ("systems", "locomo", "--path", str(bad), "--reranker", "test:lexical", "--encoder", "test:hash")):
+        err = fails(capsys, isolated_home, *cmd)
+        assert err.startswith(f"error: {bad}, record #1, field 'conversation.session_2[5].text': lone surrogate \\ud800"), err
+
+
+def test_a_full_disk_is_one_error_line_naming_the_folder(capsys, isolated_home, monkeypatch):
+    import errno
+
+    import numpy as np
+
+    def full(path, **arrays):
+        with open(path, "wb") as fh:
+            fh.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full)
+    code, out, err = run(capsys, "pools", "build", *SYN)
+    folder = isolated_home / "cache" / "embeddings" / "test-hash-384"
+    errors = [ln for ln in err.splitlines() if "error" in ln]  # stderr also carries the embedding progress bar
+    assert code == 2 and out == "" and len(errors) == 1 and err.rstrip("\n").endswith(errors[0]), err
+    assert errors[0].startswith(f"error: the disk under {folder} is full: ") and " free; this write needed about " in err
+    assert "Traceback" not in err and not list(folder.glob(".tmp-*"))

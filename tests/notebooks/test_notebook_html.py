@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from lethe_core.notebook_build import execute
-from lethe_core.paths import REPO_ROOT
+from lethe_core.report.notebooks import execute
+from lethe_core.util.paths import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "dashboard"))
 import browser  # noqa: E402
@@ -23,7 +23,7 @@ points = 3
 
 # %%
 import pandas as pd
-from lethe_core.figures import line_ci, setup_notebook
+from lethe_core.util.figures import line_ci, setup_notebook
 
 setup_notebook()
 frame = pd.DataFrame({"x": range(points), "y": [0.1 * i for i in range(points)]})

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from lethe_core.checkpoints import read_finding
-from lethe_core.figures import count_figures
-from lethe_core.notebook_build import NotebookBuild, discover
+from lethe_core.report.checkpoints import read_finding
+from lethe_core.util.figures import count_figures
+from lethe_core.report.notebooks import NotebookBuild, discover
 
 NOTEBOOKS = discover()
 

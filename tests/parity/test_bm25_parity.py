@@ -5,7 +5,7 @@ import pytest
 from rank_bm25 import BM25Okapi
 
 from lethe_core.retrieval.bm25 import BM25Index
-from lethe_core.text import tokenize
+from lethe_core.retrieval.text import tokenize
 
 
 def test_epsilon_floor_on_a_tiny_corpus():

@@ -8,6 +8,7 @@ data ships; this test pins the ONNX export to it (one NFCorpus embedding, a few 
 
 import pytest
 
+from lethe_core.experiments.setup import DataSpec
 from lethe_core.experiments.systems import SystemsExperiment
 from lethe_core.retrieval.pipeline import PipelineConfig
 from tests.conftest import NFCORPUS
@@ -20,8 +21,8 @@ CHECK_FIGURE = 0.3165
 def test_nfcorpus_dense_ndcg_matches_the_check_figure(backend):
     if not (NFCORPUS / "corpus.jsonl").exists():
         pytest.fail(f"shared data missing: {NFCORPUS}")
-    summary = SystemsExperiment(dataset="nfcorpus", reranker="test:lexical", progress=False,
-                                pipeline=PipelineConfig(encoder_backend=backend)).run()
+    summary = SystemsExperiment(DataSpec(dataset="nfcorpus", reranker="test:lexical", progress=False,
+                                         pipeline=PipelineConfig(encoder_backend=backend))).run()
     vector = next(s for s in summary["systems"] if s["name"] == "vector")
     assert summary["n_queries"] == 323
     assert abs(vector["ndcg@10"] - CHECK_FIGURE) <= 0.002, vector["ndcg@10"]

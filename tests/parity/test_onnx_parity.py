@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from lethe_core.inference import backend_tag
-from lethe_core.inference.parity import cosine_parity, locomo_pair_sample, logit_parity
+from lethe_core.rerankers.parity import cosine_parity, locomo_pair_sample, logit_parity
 from lethe_core.retrieval.dense import SentenceTransformerEncoder
-from lethe_core.retrieval.rerank import CrossEncoderReranker
+from lethe_core.rerankers import CrossEncoderReranker
 
 pytestmark = pytest.mark.slow
 

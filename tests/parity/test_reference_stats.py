@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from lethe_core.cli import app
+from lethe_core.cli.main import app
 from tests.conftest import REFERENCE
 
 # name: (mean, ci_lo, ci_hi, delta, d_lo, d_hi, p) for NDCG@10, from the paper's Table 1.

@@ -12,7 +12,7 @@ from corruption import PROPERTY_SETTINGS, corrupted_json
 from hypothesis import given
 
 from lethe_core.datasets import DatasetError
-from lethe_core.stats import compare_configs, load_per_query_file
+from lethe_core.measures.stats import compare_configs, load_per_query_file
 
 PER_QUERY = {"configs": [
     {"name": "baseline", "ndcg": [0.1, 0.5, 0.0, 1.0], "recall": [0.25, 1.0, 0, 1]},

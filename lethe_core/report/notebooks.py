@@ -1,0 +1,270 @@
+"""Execute the checkpoint notebooks (jupytext percent files) and regenerate `notebooks/README.md`.
+
+Each `notebooks/NN_slug.py` runs through papermill with its `parameters` cell overridden:
+`SMALL` for the tests, nothing for the full study. Outputs land in `notebooks/_build/`
+(executed `.ipynb` + interactive HTML, gitignored). A build is resumable: a notebook is
+skipped when its stamp — a hash of its source, its parameters, the `lethe_core` source and
+the data and model files it may read — matches the stamp of its last successful run.
+The index reads each executed notebook's `Finding` (lethe_core.report.checkpoints) back from its outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lethe_core.report.checkpoints import Finding, read_finding
+from lethe_core.util.paths import REPO_ROOT, home_dir, shared_data_dir
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+BUILD = NOTEBOOKS / "_build"
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # nbconvert templates, one folder each
+
+# Parameters every notebook declares; the tests run each notebook with these (a few seconds of work each).
+SMALL = {"dataset": "locomo", "conversations": 2, "limit_queries": None, "seeds": 2, "burn_in": 400,
+         "reranker": "test:lexical", "backend": "torch"}
+
+TITLES = {
+    1: "Embedding mutation", 2: "Adapter mutation", 3: "Cross-encoder rerank of dense top-30", 4: "Learned MLP adapter",
+    5: "Recall analysis", 6: "Adaptive depth + rescue cache", 7: "Near-duplicate dedup", 8: "BM25 hybrid",
+    9: "GC routing index", 10: "Integrity audit", 11: "Global RIF", 12: "Clustered RIF", 13: "Rank-gap rule",
+    14: "Exploration + rescue list", 15: "Sparse distributed memory", 16: "Behaviour decomposition",
+    17: "Write-time enrichment", 18: "Statistics and scope",
+}
+
+
+class NotebookError(RuntimeError):
+    """A notebook failed to execute; the message names it and the cell's error."""
+
+
+def discover(names: list[str] | None = None, root: Path = NOTEBOOKS) -> list[Path]:
+    """`NN_slug.py` files in checkpoint order; `names` filters by number (`03`) or stem."""
+    found = sorted(p for p in root.glob("[0-9][0-9]_*.py"))
+    if not names:
+        return found
+    want = set(names)
+    picked = [p for p in found if p.stem in want or p.stem[:2] in want or str(int(p.stem[:2])) in want]
+    missing = want - {p.stem for p in picked} - {p.stem[:2] for p in picked} - {str(int(p.stem[:2])) for p in picked}
+    if missing:
+        raise ValueError(f"no notebook for {sorted(missing)}; have {', '.join(p.stem for p in found)}")
+    return picked
+
+
+def _digest_tree(paths: list[Path], pattern: str = "*") -> str:
+    """Content hash of source files; size + mtime of data files (too big to hash on every build)."""
+    h = hashlib.sha256()
+    for root in paths:
+        if not root.exists():
+            continue
+        files = [root] if root.is_file() else sorted(p for p in root.rglob(pattern) if p.is_file() and "__pycache__" not in p.parts)
+        for p in files:
+            h.update(str(p).encode())
+            if p.suffix == ".py":
+                h.update(p.read_bytes())
+            else:
+                st = p.stat()
+                h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def _module_file(name: str) -> Path | None:
+    base = REPO_ROOT.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def library_closure(source: str) -> list[Path]:
+    """The `lethe_core` files a piece of code imports, transitively (static: `import` and `from` statements).
+
+    Package `__init__` files on the way are included, since importing a submodule runs them.
+    """
+    seen: set[Path] = set()
+    todo = [(source, "")]
+    while todo:
+        text, package = todo.pop()
+        for node in ast.walk(ast.parse(text)):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(p for p in [*parts, base] if p)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                if not name.startswith("lethe_core"):
+                    continue
+                parts = name.split(".")
+                for i in range(1, len(parts) + 1):
+                    f = _module_file(".".join(parts[:i]))
+                    if f is not None and f not in seen:
+                        seen.add(f)
+                        pkg = ".".join(parts[:i]) if f.name == "__init__.py" else ".".join(parts[: i - 1])
+                        todo.append((f.read_text(), pkg))
+    return sorted(seen)
+
+
+def stamp(path: Path, parameters: dict) -> str:
+    """What a notebook's output depends on: its source, its parameters, the library code it imports, the HTML template, data and models."""
+    h = hashlib.sha256()
+    source = path.read_bytes()
+    h.update(source)
+    h.update(json.dumps(parameters, sort_keys=True).encode())
+    import jupytext
+
+    code = jupytext.writes(jupytext.reads(source.decode(), fmt="py:percent"), fmt="py:percent")
+    for f in [*library_closure(_code_only(code)), *sorted(p for p in TEMPLATES.rglob("*") if p.is_file())]:
+        h.update(str(f.relative_to(REPO_ROOT)).encode())
+        h.update(f.read_bytes())
+    h.update(_digest_tree([shared_data_dir()]).encode())
+    h.update(_digest_tree([home_dir() / "models"], "*.json").encode())
+    return h.hexdigest()[:20]
+
+
+def _code_only(text: str) -> str:
+    """Python source without IPython-only lines (magics, shell escapes), so `ast` can parse a notebook."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def execute(path: Path, out_dir: Path, parameters: dict, html: bool = True, timeout: int | None = None) -> Path:
+    """Run one notebook into `out_dir/<stem>.ipynb` (+ `.html`); raise NotebookError naming the failing cell."""
+    import jupytext
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(path)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    target = out_dir / f"{path.stem}.ipynb"
+    tmp = out_dir / f".tmp-{path.stem}.ipynb"
+    try:
+        pm.execute_notebook(nb, str(tmp), parameters=parameters, kernel_name="python3", language="python", cwd=str(path.parent),
+                            progress_bar=False, execution_timeout=timeout)
+    except PapermillExecutionError as exc:
+        raise NotebookError(f"{path.name}: cell {exc.exec_count} raised {exc.ename}: {exc.evalue} "
+                            f"(executed copy with the traceback: {tmp})") from None
+    os.replace(tmp, target)
+    if html:
+        export_html(target, out_dir / f"{path.stem}.html")
+    return target
+
+
+def export_html(notebook: Path, html: Path) -> Path:
+    """A self-contained page: JupyterLab's look without its CDN scripts (templates/lethe_offline), figures interactive offline."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lethe_offline", extra_template_basedirs=[str(TEMPLATES)])
+    body, _ = exporter.from_filename(str(notebook))
+    html.write_text(body)
+    return html
+
+
+@dataclass
+class NotebookBuild:
+    """`make notebooks` / `lethe-lab notebooks build`: execute, skip what is up to date, write the index."""
+
+    names: list[str] | None = None
+    small: bool = False  # the tests' parameters (SMALL) instead of each notebook's full-study defaults
+    force: bool = False
+    out: Path | None = None
+    html: bool = True
+    timeout: int | None = None
+    progress: bool = True
+    log: list[dict] = field(default_factory=list)
+
+    def run(self) -> list[dict]:
+        paths = discover(self.names)
+        out = Path(self.out or (BUILD / "small" if self.small else BUILD))
+        params = dict(SMALL) if self.small else {}
+        state_file = out / "build.json"
+        state = json.loads(state_file.read_text()) if state_file.exists() else {}
+        from tqdm.auto import tqdm
+
+        bar = tqdm(paths, desc="notebooks", unit="nb", disable=not self.progress)
+        for path in bar:
+            bar.set_postfix_str(path.stem)
+            key = stamp(path, params)
+            prev = state.get(path.stem, {})
+            if not self.force and prev.get("stamp") == key and (out / f"{path.stem}.ipynb").exists():
+                self.log.append({**prev, "notebook": path.stem, "skipped": True})
+                continue
+            t0 = time.perf_counter()
+            target = execute(path, out, params, self.html, self.timeout)
+            entry = {"notebook": path.stem, "stamp": key, "seconds": round(time.perf_counter() - t0, 1),
+                     "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "skipped": False}
+            state[path.stem] = {k: v for k, v in entry.items() if k != "skipped"}
+            state_file.write_text(json.dumps(state, indent=2))
+            self.log.append(entry)
+            if self.progress:
+                tqdm.write(f"{path.stem}: {entry['seconds']:.0f} s -> {target}")
+        if not self.small and self.out is None:
+            write_index(out, state)
+        return self.log
+
+
+def write_index(build: Path = BUILD, state: dict | None = None, target: Path = NOTEBOOKS / "README.md") -> Path:
+    """`notebooks/README.md`: one row per checkpoint, filled from the executed notebooks' Findings."""
+    state = state if state is not None else json.loads((build / "build.json").read_text())
+    sources = {int(p.stem[:2]): p for p in discover()}
+    previous = _previous_rows(target)
+    rows, total, kept = [], 0.0, []
+    for n, title in TITLES.items():
+        src = sources.get(n)
+        finding: Finding | None = read_finding(build / f"{src.stem}.ipynb") if src and (build / f"{src.stem}.ipynb").exists() else None
+        if finding is None and src and n in previous:  # built earlier (e.g. on another machine), not in this build folder
+            row, seconds = previous[n]
+            rows.append(row)
+            total += seconds
+            kept.append(f"{n:02d}")
+            continue
+        if finding is None:
+            rows.append(f"| {n:02d} | {title} | — | — | — | not built yet | {f'[{src.name}]({src.name})' if src else '—'} |")
+            continue
+        seconds = state.get(src.stem, {}).get("seconds", 0.0)
+        total += seconds
+        rows.append(f"| {n:02d} | {title} | {_cell(finding.claim)} | {_cell(finding.reference)} | {_cell(finding.ours)} | "
+                    f"**{finding.verdict}** | [{src.name}]({src.name}) · [HTML](_build/{src.stem}.html) · {seconds:.0f} s |")
+    text = (
+        "# Checkpoint notebooks\n\n"
+        "Generated by `make notebooks` (`lethe-lab notebooks build`) from the executed notebooks' verdict cells; "
+        "do not edit by hand. Each notebook states a claim of the reference, re-runs it with `lethe_core`, and computes "
+        "its verdict from the numbers (95 % CIs: paired bootstrap over queries, and over seeds where a notebook says so). "
+        "Executed copies (`.ipynb`, interactive HTML) are written to `notebooks/_build/` (gitignored).\n\n"
+        "| # | Checkpoint | Claim | Reference | Ours (95 % CI) | Verdict | Notebook · output · run time |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine "
+        "(each notebook reads cached pools and results; the first build also scores the pairs no earlier run scored).\n\n"
+        + (f"Rows {', '.join(kept)} are kept from the previous index: those notebooks were not executed into this build folder "
+           "(`lethe-lab notebooks build --only ...` rebuilt the others).\n\n" if kept else "")
+        +
+        "Re-run one notebook with other parameters: `.venv/bin/lethe-lab notebooks build --only 12 --force`, or open the "
+        "`.py` file in Jupyter (jupytext) and edit its `parameters` cell.\n"
+    )
+    target.write_text(text)
+    return target
+
+
+def _previous_rows(target: Path) -> dict[int, tuple[str, float]]:
+    """The built rows of an existing index, by checkpoint number, with their run time in seconds."""
+    if not target.exists():
+        return {}
+    out = {}
+    for line in target.read_text().splitlines():
+        m = re.match(r"\| (\d\d) \|", line)
+        if m and "not built yet" not in line:
+            t = re.search(r"· (\d+) s \|$", line)
+            out[int(m.group(1))] = (line, float(t.group(1)) if t else 0.0)
+    return out
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
