@@ -29,7 +29,7 @@ app.add_typer(cache_app, name="cache")
 notebooks_app = typer.Typer(no_args_is_help=True, help="Execute the checkpoint notebooks and regenerate notebooks/README.md.")
 app.add_typer(notebooks_app, name="notebooks")
 
-DATASET_HELP = "locomo | locomo-audited | locomo-haystack[-msg][:N_TURNS] | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
+DATASET_HELP = "locomo | locomo-audited | realtalk | locomo-haystack[-msg][:N_TURNS] | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
 RerankerOpt = typer.Option("auto", "--reranker", help=check.RERANKER_FORMS)
 CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")

@@ -13,9 +13,10 @@ from lethe_core.datasets.haystack import HAYSTACK_NAME, load_locomo_haystack, pa
 from lethe_core.datasets.locomo import load_locomo
 from lethe_core.datasets.longmemeval import load_longmemeval
 from lethe_core.datasets.model import Corpus, Dataset, Query, Turn
+from lethe_core.datasets.realtalk import load_realtalk
 from lethe_core.datasets.synthetic import SYNTHETIC_FORM, generate_synthetic
 
-DATASETS = ("locomo", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]", "locomo-haystack[:N_TURNS]",
+DATASETS = ("locomo", "realtalk", "longmemeval", "nfcorpus", "beir", "synthetic[:N_TURNS]", "locomo-haystack[:N_TURNS]",
             "locomo-haystack-msg[:N_TURNS]")
 # Label variants of a dataset above (same corpus and questions, other qrels).
 VARIANTS = {AUDITED_NAME: "LoCoMo with the audit's corrected evidence"}
@@ -23,7 +24,8 @@ VARIANTS = {AUDITED_NAME: "LoCoMo with the audit's corrected evidence"}
 
 def load_dataset(name: str, path: str | Path | None = None, conversations: int | None = None,
                  limit_queries: int | None = None) -> Dataset:
-    """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `longmemeval`, `nfcorpus`, `beir` (needs a path), `synthetic[:N]`,
+    """Load a dataset by name: `locomo`, `locomo-audited` (LoCoMo with the audit's corrected evidence), `realtalk` (a folder of
+    Chat_*.json files or one of them, docs/realtalk.md), `longmemeval`, `nfcorpus`, `beir` (needs a path), `synthetic[:N]`,
     or `locomo-haystack[:N]` / `locomo-haystack-msg[:N]` (LoCoMo in N turns of real chit-chat, docs/haystack.md; `path` is LoCoMo's file).
 
     `conversations` keeps the first N conversations (turns and queries; N above the number the dataset has is a
@@ -46,6 +48,8 @@ def _load(name: str, path: str | Path | None) -> Dataset:
         return load_locomo_haystack(load_locomo(path or default_dataset_path("locomo")), parse_haystack_name(name))
     if name == "locomo":
         return load_locomo(path or default_dataset_path("locomo"))
+    if name == "realtalk":
+        return load_realtalk(path or default_dataset_path("realtalk"))
     if name == AUDITED_NAME:
         return load_locomo_audited(path or default_dataset_path("locomo"))
     if name == "longmemeval":
@@ -69,4 +73,5 @@ def _load(name: str, path: str | Path | None) -> Dataset:
 __all__ = [
     "Corpus", "Dataset", "DatasetError", "Query", "Turn", "DATASETS", "VARIANTS", "generate_synthetic",
     "load_beir", "load_dataset", "load_locomo", "load_locomo_audited", "load_locomo_haystack", "load_longmemeval",
+    "load_realtalk",
 ]

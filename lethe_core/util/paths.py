@@ -98,6 +98,7 @@ def default_dataset_path(name: str) -> Path:
         return Path(env)
     defaults = {
         "locomo": shared_data_dir() / "locomo" / "locomo10.json",
+        "realtalk": shared_data_dir() / "realtalk",
         "nfcorpus": shared_data_dir() / "nfcorpus",
         "longmemeval": shared_data_dir() / "longmemeval" / "longmemeval_s_cleaned.json",
     }

@@ -113,7 +113,7 @@ def test_encoder_spec(capsys, isolated_home, spec):
     (("data", "describe", "synthetic:abc"), "DATASET 'synthetic:abc': synthetic takes a number of turns, synthetic:N with N in 100..1,000,000"),
     (("systems", "synthetic:50", "--reranker", "test:lexical"), "DATASET 'synthetic:50'"),
     (("rif", "run", "syntheticx", "--reranker", "test:lexical"), "DATASET 'syntheticx'"),
-    (("data", "describe", "nosuch"), "DATASET must be one of locomo, longmemeval, nfcorpus, beir, synthetic[:N_TURNS], "
+    (("data", "describe", "nosuch"), "DATASET must be one of locomo, realtalk, longmemeval, nfcorpus, beir, synthetic[:N_TURNS], "
                                       "locomo-haystack[:N_TURNS], locomo-haystack-msg[:N_TURNS]; got 'nosuch'"),
     (("pools", "build", "beir", "--reranker", "test:lexical"), "DATASET beir needs --path FOLDER"),
     (("reranker", "train", "nosuch"), "DATASET must be one of"),
