@@ -11,9 +11,9 @@ import pandas as pd
 
 from lethe_core.results.runs import Run
 from lethe_core.rif.protocols import ReplayContext, conversation_halves, run_frozen, run_heldout, run_prequential
-from lethe_core.rif.replay import Arm
-from lethe_core.rif.state import RIFParams
-from lethe_core.retrieval.second_stage import final_order, teacher_order
+from lethe_core.rif.replay import Arm, retrieve
+from lethe_core.rif.state import RIFParams, SuppressionState
+from lethe_core.retrieval.second_stage import teacher_order
 
 BEHAVIOURS = ("exact_episode", "sibling_confusion", "wrong_family")
 
@@ -155,32 +155,65 @@ def behaviour_table(run: Run, by: str | None = None) -> pd.DataFrame:
     return pq.groupby(keys)[cols].mean().reset_index()
 
 
+def arm_kinds(run: Run) -> dict[str, str]:
+    """Each arm's kind from the run summary: `baseline` (rerank the top-P), `control` (rerank the whole union), `rif`."""
+    return {a["name"]: a.get("kind", "rif") for a in run.summary["arms"]}
+
+
+def rif_arms(run: Run) -> list[str]:
+    """The arms that are RIF (kind `rif`), in the run's order; never `baseline` or `control`."""
+    return [name for name, kind in arm_kinds(run).items() if kind == "rif"]
+
+
+ARM_MEANING = {"baseline": "reranker over the top-P of the union", "control": "reranker over the whole union, no RIF",
+               "rif": "RIF: suppression-adjusted top-P, reranked"}
+
+
+def _rank1(rank0: np.ndarray) -> pd.Series:
+    """0-based ranks with -1 for "not ranked" as 1-based ranks with <NA>."""
+    return pd.Series(np.asarray(rank0) + 1, dtype="Int64").where(np.asarray(rank0) >= 0)
+
+
 def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str) -> pd.DataFrame:
-    """Every union member of one query: first-stage ranks, penalty under the arm's final state, final ranks."""
+    """Every union member of one query under `arm`, ranks 1-based, in adjusted first-stage order.
+
+    bm25 / dense rank: the first-stage legs (<NA>: not retrieved by that leg); penalty: alpha x the arm's final
+    suppression (RIF arms; 0 otherwise); adjusted rank: first-stage (RRF) rank after the penalty; in pool: the member
+    went to the reranker (the top-P of the adjusted order, or the whole union for `control`); final rank: the
+    position in the arm's answer, the same order the replay scored (`per_query.parquet`'s top10), <NA> when the
+    member was cut from the reranker's pool. Built through the replay's own `retrieve`, so the kinds cannot drift apart.
+    """
     p, j = ctx.pools, ctx.judgements
     i = p.query_ids.index(query_id)
     r = p.rows(i)
+    kind = arm_kinds(run).get(arm, "rif")
     pq = first_seed(run)
     row = pq[(pq["arm"] == arm) & (pq["query_id"] == query_id)]
-    cluster = int(row["cluster"].iloc[0]) if len(row) else 0
-    state = final_state(run, arm, ctx.n_entries, cluster + 1, row["split"].iloc[0] if len(row) else None)
+    cluster = int(row["cluster"].iloc[0]) if len(row) and kind == "rif" else 0
     alpha = run.config.get("alpha", 0.3)
     P = run.config["pipeline"]["pool_size"]
+    params = RIFParams(alpha=alpha, pool_size=P)  # eager decay cannot be replayed from snapshots: values as stored
+    state = None
+    if kind == "rif":
+        state = SuppressionState(cluster + 1, ctx.n_entries, params)
+        state.values = final_state(run, arm, ctx.n_entries, cluster + 1, row["split"].iloc[0] if len(row) else None)
     docs = p.doc_idx[r]
-    penalty = alpha * state[cluster, docs]
+    penalty = alpha * state.values[cluster, docs] if state is not None else np.zeros(len(docs))
     adjusted = p.rrf[r] - penalty
-    order = np.argsort(-adjusted, kind="stable")
     adj_rank = np.empty(len(docs), dtype=int)
-    adj_rank[order] = np.arange(len(docs))
-    pool = order[:P]
+    adj_rank[np.argsort(-adjusted, kind="stable")] = np.arange(len(docs))
+    ret = retrieve(p, i, Arm(arm, kind, params=params), state, cluster, 0, ctx.mode)
     final_rank = np.full(len(docs), -1)
-    final_rank[pool[final_order(p.calibrated[r][pool], float(p.fuse_w[i]), ctx.mode)]] = np.arange(len(pool))
+    final_rank[ret.order] = np.arange(len(ret.order))
+    in_pool = np.zeros(len(docs), dtype=bool)
+    in_pool[ret.pool] = True
     corpus = ctx.dataset.corpus
-    return pd.DataFrame({
-        "doc_id": [corpus.ids[d] for d in docs], "bm25 rank": p.bm25_rank[r], "dense rank": p.dense_rank[r], "rrf": p.rrf[r],
-        "penalty": penalty, "adjusted rank": adj_rank, "logit": p.calibrated[r], "final rank": final_rank,
-        "relevant": j.grade[r] > 0, "text": [corpus[d].text for d in docs],
-    }).sort_values("adjusted rank").reset_index(drop=True)
+    out = pd.DataFrame({
+        "doc_id": [corpus.ids[d] for d in docs], "bm25 rank": _rank1(p.bm25_rank[r]), "dense rank": _rank1(p.dense_rank[r]),
+        "rrf": p.rrf[r], "penalty": penalty, "adjusted rank": adj_rank + 1, "in pool": in_pool, "logit": p.calibrated[r],
+        "final rank": _rank1(final_rank), "relevant": j.grade[r] > 0, "text": [corpus[d].text for d in docs],
+    })
+    return out.sort_values("adjusted rank").reset_index(drop=True)
 
 
 def what_if(ctx: ReplayContext, alpha: float, eta: float, k: int, rule: str, protocol: str = "paper", seed: int = 42,
