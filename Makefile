@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker teachers matrix learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,17 @@ quick: setup  ## the same on the first two conversations (a few minutes)
 
 reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 2 cores); `auto` then prefers it
 	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold
+
+teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (first-run recipe point; resumable), and RERANKER.md's teacher table
+	$(BIN)/lethe-lab reranker ensure
+	$(BIN)/lethe-lab reranker train realtalk --folds 2 --precision auto
+	$(BIN)/lethe-lab reranker train realtalk --folds 1 --precision auto
+	$(BIN)/lethe-lab reranker train locomo --folds 1 --precision auto
+	$(BIN)/lethe-lab reranker teachers
+
+matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols x 5 seeds, raw reading, plus the calibrated ablation (resumable); then RESULTS.md
+	$(BIN)/lethe-lab rif matrix
+	$(BIN)/lethe-lab rif report
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo

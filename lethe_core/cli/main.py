@@ -32,7 +32,8 @@ app.add_typer(notebooks_app, name="notebooks")
 DATASET_HELP = "locomo | locomo-audited | realtalk | locomo-haystack[-msg][:N_TURNS] | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
 RerankerOpt = typer.Option("auto", "--reranker", help=check.RERANKER_FORMS)
-CalibOpt = typer.Option(True, "--calibration/--no-calibration", help="read the calibrated logit (when the reranker has a calibration) or the raw one")
+CalibOpt = typer.Option(False, "--calibration/--no-calibration", help="ablation: read the affine-calibrated logit (where the "
+                        "reranker has one) instead of the raw logit, the paper's reading and the default")
 StageOpt = typer.Option("ce", "--second-stage", help="ce (reranker order, the paper's) | fused (validated fusion weight, when the reranker has one)")
 LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries (N >= 1)")
 ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (N >= 1; quick runs)")
@@ -199,6 +200,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
     """The systems table (vector, bm25, rrf, vector_rerank, full, control) from cached pools."""
     from lethe_core.experiments.setup import DataSpec
     from lethe_core.experiments.systems import SystemsExperiment, pool_recall
+    from lethe_core.results.runs import LOGIT_READINGS, logit_reading
     from lethe_core.retrieval.pipeline import PipelineConfig
 
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, second_stage, backend, tokenizer, scope)
@@ -210,7 +212,7 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
         typer.echo(json.dumps(summary))
         return
     typer.echo(f"\n{summary['dataset']}: {summary['n_queries']:,} queries, reranker {summary['reranker']}, "
-               f"second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'}")
+               f"second stage {summary['second_stage']}, {LOGIT_READINGS[logit_reading(summary)]}")
     typer.echo(f"{'system':<15}{'NDCG@10':>9}{'95% CI':>18}{'R@10':>8}{'poolR':>10}{'p vs rrf':>10}")
     for s in summary["systems"]:
         lo, hi = s["ndcg@10_ci"]
@@ -224,8 +226,11 @@ def systems(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optiona
 @reranker_app.command("train")
 @_guard
 def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with conversations (locomo)"), path: Optional[str] = PathOpt,
-                   folds: int = typer.Option(2, "--folds", help="K folds by conversation (K >= 2)"),
-                   name: str = typer.Option("minilm-2fold", "--name", help="saved as data/models/NAME, used as trained:NAME"),
+                   folds: int = typer.Option(2, "--folds", help="K folds by conversation (K >= 2), or 1: one model on every "
+                                             "conversation but a validation one, to score another dataset (a cross-dataset teacher)"),
+                   name: Optional[str] = typer.Option(None, "--name", help="saved as data/models/NAME, used as trained:NAME "
+                                                      "(default: minilm-2fold for LoCoMo's 2 folds, DATASET-all for --folds 1, "
+                                                      "else DATASET-Kfold)"),
                    epochs: int = typer.Option(1, "--epochs"), lr: float = typer.Option(3e-5, "--lr"),
                    negatives: int = typer.Option(7, "--negatives", help="hard negatives per positive"),
                    observations: bool = typer.Option(True, "--observations/--no-observations", help="LoCoMo observations as extra pseudo-queries"),
@@ -233,13 +238,14 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
                    budget: float = typer.Option(1.0, "--budget", help="share of each fold's training groups used, in (0, 1]"),
                    precision: str = typer.Option("fp32", "--precision", help="fp32, bf16 (autocast) or auto (bf16 where the CPU has it natively)"),
                    seed: int = typer.Option(13, "--seed")) -> None:
-    """Train one cross-encoder per fold of conversations, fully offline, from the bundled MiniLM."""
+    """Train one cross-encoder per fold of conversations (or one on the whole dataset), offline, from the bundled MiniLM."""
     from lethe_core.util.paths import writable_home
     from lethe_core.rerankers.recipes import TrainConfig
-    from lethe_core.rerankers.training import train_folds
+    from lethe_core.rerankers.training import default_model_name, train_folds
 
     check.dataset(dataset, path)
-    check.at_least("--folds", folds, 2)
+    check.at_least("--folds", folds, 1)
+    name = name or default_model_name(dataset, folds)
     check.at_least("--epochs", epochs, 1)
     check.at_least("--negatives", negatives, 1)
     check.at_least("--max-groups", max_groups, 1)
@@ -257,7 +263,8 @@ def reranker_train(dataset: str = typer.Argument("locomo", help="a dataset with 
     for f in manifest["folds"]:
         typer.echo(f"fold {f['fold']}: {f['train_groups']} groups, {f['train_seconds']} s ({f['train_pairs_per_s']} pairs/s), "
                    f"fusion weight {f['fuse_w']}, calibration a={f['calibration'][0]:.3f} b={f['calibration'][1]:.3f}")
-    typer.echo(f"use it as --reranker trained:{name}")
+    scope = f"on all of {dataset}: it scores other datasets only" if folds == 1 else "on its fold's other conversations"
+    typer.echo(f"use it as --reranker trained:{name} (trained {scope})")
 
 
 @reranker_app.command("curve")
@@ -308,7 +315,7 @@ def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str
 
     from lethe_core.experiments.setup import DataSpec
     from lethe_core.experiments.systems import SystemsExperiment
-    from lethe_core.report.reranker_md import reranker_report
+    from lethe_core.report.reranker_md import reranker_report, splice_teachers, teachers_block
 
     check.dataset(dataset, None)
     check.reranker(f"trained:{name}", "NAME")
@@ -317,8 +324,33 @@ def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str
         raise check.ArgError(f"--out {out} is a folder; give a file name (e.g. RERANKER.md)")
     data = DataSpec(dataset, reranker=f"trained:{name}", backend=backend, progress=False)
     systems = [SystemsExperiment(replace(data, second_stage=stage)).run() for stage in ("fused", "ce")]
-    Path(out).write_text(reranker_report(name, systems))
+    text = reranker_report(name, systems)
+    kept = teachers_block(Path(out).read_text()) if Path(out).is_file() else None
+    Path(out).write_text(splice_teachers(text, kept) if kept else text)  # the teachers table is `reranker teachers`' own
     typer.echo(f"wrote {out}")
+
+
+@reranker_app.command("teachers")
+@_guard
+def reranker_teachers(backend: str = typer.Option("onnx", "--backend", help="torch, onnx (fp32, default), onnx-int8 or auto"),
+                      out: str = typer.Option("RERANKER.md", "--out")) -> None:
+    """Fold vs cross-dataset teacher on LoCoMo and REALTALK: their systems tables (built when missing), written as
+    RERANKER.md's teacher table (the rest of the file is kept)."""
+    from pathlib import Path
+
+    from lethe_core.experiments.teacher_matrix import TeacherMatrix
+    from lethe_core.report.reranker_md import splice_teachers, teachers_section
+
+    check.choice("--backend", backend, check.BACKENDS)
+    if Path(out).is_dir():
+        raise check.ArgError(f"--out {out} is a folder; give a file name (e.g. RERANKER.md)")
+    systems = TeacherMatrix(backend=backend).systems()
+    before = Path(out).read_text() if Path(out).is_file() else ""
+    Path(out).write_text(splice_teachers(before, teachers_section(systems)))
+    for s in systems:
+        rows = {r["name"]: r["ndcg@10"] for r in s["systems"]}
+        typer.echo(f"{s['dataset']:<10} {s['reranker']:<32} rrf {rows['rrf']:.4f}  full {rows['full']:.4f}  control {rows['control']:.4f}")
+    typer.echo(f"wrote the teacher table of {out}")
 
 
 def _fmt_p(p) -> str:
@@ -326,8 +358,10 @@ def _fmt_p(p) -> str:
 
 
 def _print_rif(summary: dict, dataset: str, path: Optional[str]) -> None:
+    from lethe_core.results.runs import LOGIT_READINGS, logit_reading
+
     typer.echo(f"\n{summary['dataset']} / protocol {summary['protocol']}: {summary['n_queries']:,} queries, seeds {summary['seeds']}, "
-               f"reranker {summary['reranker']} (second stage {summary['second_stage']}, calibration {'on' if summary['calibrated'] else 'off'})")
+               f"reranker {summary['reranker']} (second stage {summary['second_stage']}; RIF read the {LOGIT_READINGS[logit_reading(summary)]})")
     typer.echo(f"{'arm':<22}{'NDCG@10':>8}{'95% CI':>18}{'seed sd':>8}{'delta':>9}{'95% CI':>20}{'p':>8}{'p_holm':>8}"
                f"{'R@30':>8}{'dR@30':>8}{'suppressed':>11}")
     for a in summary["arms"]:
@@ -440,6 +474,23 @@ def rif_teacher(dataset: str = typer.Argument("locomo"), reranker: Optional[str]
     check.at_least("--teacher-levels", levels, 1)
     table = run_teacher_study(dataset, reranker, levels)
     typer.echo(f"teacher study: {len(table)} rows written to results/teacher-{dataset}/")
+
+
+@rif_app.command("matrix")
+@_guard
+def rif_matrix(seeds: int = typer.Option(5, "--seeds", help="number of seeds, starting at the paper's 42"),
+               backend: str = typer.Option("onnx", "--backend", help="torch, onnx (fp32, default), onnx-int8 or auto")) -> None:
+    """RIF under each teacher (fold, cross-dataset) on LoCoMo and REALTALK: the three protocols under the raw reading,
+    the held-out one also calibrated (the ablation). Resumable: finished runs are reused. RESULTS.md reads them."""
+    from lethe_core.experiments.teacher_matrix import TeacherMatrix
+    from lethe_core.results.runs import logit_reading
+
+    check.at_least("--seeds", seeds, 1)
+    check.choice("--backend", backend, check.BACKENDS)
+    for s in TeacherMatrix(seeds=seeds, backend=backend).rif():
+        arm = next(a for a in s["arms"] if a["name"] == "clustered30-gap")
+        typer.echo(f"{s['dataset']:<10} {s['reranker']:<32} {logit_reading(s):<11} {s['protocol']:<12} "
+                   f"clustered30-gap {arm['delta_ndcg']['mean']:+.4f} (Holm p {_fmt_p(arm['p_holm'])})")
 
 
 @rif_app.command("report")

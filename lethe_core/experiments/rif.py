@@ -134,7 +134,8 @@ class RIFExperiment(DataStudy):
                         "reranker_identity": pools.manifest.get("reranker_identity"),
                         "suppressed_by_seed": {str(s): {a: {str(k): v for k, v in splits.items()} for a, splits in by_arm.items()}
                                                for s, by_arm in suppressed.items()},
-                        "calibrated": config["calibrated"], "second_stage": config["second_stage_resolved"],
+                        "calibrated": config["calibrated"], "logit_reading": "calibrated" if config["calibrated"] else "raw",
+                        "second_stage": config["second_stage_resolved"],
                         "schema_version": SCHEMA_VERSION})
         write_json(out / "config.json", config)
         write_parquet(out / "per_query.parquet", per_query)

@@ -41,7 +41,10 @@ class DataSpec:
     limit_queries: int | None = None  # keep only the first N queries
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     second_stage: str = DEFAULT_MODE  # ce: the reranker's order | fused: the validated fusion with the first stage
-    calibration: bool = True  # False: scores read the raw logit where a calibrated one was stored
+    # The logit RIF's strength sigmoid(-x), abstain@T and the other logit thresholds read. Default: the raw logit, the
+    # paper's reading. True (`--calibration`) reads the affine-calibrated one where the reranker has it: an ablation,
+    # named so in every table (docs/method.md, "Which logit").
+    calibration: bool = False
     progress: bool = True
 
     def __post_init__(self):

@@ -67,7 +67,7 @@ def system_orders(p: PackedPools, i: int, pool_size: int, mode: str = DEFAULT_MO
 def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode: str = DEFAULT_MODE) -> pd.DataFrame:
     """One row per (query, system) with NDCG@10, Recall@10, pool Recall@30, `PEER_METRICS` and top-1 behaviour.
 
-    Behaviour and abstention read the calibrated logit of the top-1.
+    Behaviour and abstention read the top-1's logit as the spec says (raw by default, calibrated as the ablation).
     """
     corpus = dataset.require_corpus()
     queries = {q.id: q for q in dataset.queries}
@@ -157,6 +157,7 @@ class SystemsExperiment(DataStudy):
             "n_queries": len(ds.queries), **ds.dropped_entries(),
             "second_stage": d.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
             "calibrated": bool((packed.calibrated != packed.logit).any()),
+            "logit_reading": "calibrated" if (packed.calibrated != packed.logit).any() else "raw",
             "systems": summarise(per_query, self.seed), "pool_key": loaded.builder.key, "results_dir": str(out),
             "config": config,
         }

@@ -108,11 +108,11 @@ class TeacherStudy:
 def run_teacher_study(dataset: str = "locomo", reranker: str | None = None, levels: int = 6, arm: str = "clustered30-gap") -> pd.DataFrame:
     """The study behind RESULTS.md's teacher section, on the newest full paper run of `dataset` (and its held-out run,
     which places the real reranker on the same axis); written to results/teacher-<dataset>/ for the report to read."""
-    runs = latest_runs(dataset, reranker)
+    runs = latest_runs(dataset, reranker, reading="raw")
     if PAPER not in runs:
-        raise ValueError(f"no full paper-protocol run for {dataset}; run `lethe-lab rif run {dataset} --protocol paper` first")
+        raise ValueError(f"no full paper-protocol run for {dataset} under the raw reading; run `lethe-lab rif run {dataset} --protocol paper` first")
     paper = runs[PAPER]
-    runs = latest_runs(dataset, paper.summary["reranker"], paper.summary["second_stage"])
+    runs = latest_runs(dataset, paper.summary["reranker"], paper.summary["second_stage"], reading="raw")
     by_name = {name: {a["name"]: a for a in run.summary["arms"]} for name, run in runs.items()}
     real = []
     held = by_name.get(HELDOUT, {}).get(arm)

@@ -85,8 +85,9 @@ class Pools:
     def query_ids(self) -> list[str]:
         return list(dict.fromkeys(self.frame["query_id"]))
 
-    def packed(self, query_ids: Sequence[str], calibration: bool = True) -> "PackedPools":
-        """`calibration=False` reads the raw logit where a calibrated one was stored (no rescoring needed)."""
+    def packed(self, query_ids: Sequence[str], calibration: bool = False) -> "PackedPools":
+        """The pools in query order; their `calibrated` array is the logit the mechanisms read: the raw one (the paper's
+        reading) unless `calibration=True` (the ablation) asks for the stored calibrated one (no rescoring either way)."""
         return PackedPools.from_frame(self.frame, query_ids, calibration)
 
 
@@ -98,14 +99,14 @@ class PackedPools:
     offsets: np.ndarray
     doc_idx: np.ndarray
     rrf: np.ndarray
-    logit: np.ndarray
-    calibrated: np.ndarray
+    logit: np.ndarray  # the reranker's raw logit
+    calibrated: np.ndarray  # the logit RIF and the thresholds read: `logit` unless packed with calibration=True
     fuse_w: np.ndarray  # one per query
     bm25_rank: np.ndarray
     dense_rank: np.ndarray
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, query_ids: Sequence[str], calibration: bool = True) -> "PackedPools":
+    def from_frame(cls, frame: pd.DataFrame, query_ids: Sequence[str], calibration: bool = False) -> "PackedPools":
         missing = set(query_ids) - set(frame["query_id"].unique())
         if missing:
             raise KeyError(f"{len(missing)} queries have no pool (e.g. {sorted(missing)[:3]}); build the pools first")

@@ -10,9 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from lethe_core.experiments.systems import pool_recall as pool_recall_value
+from lethe_core.rerankers.registry import trained_on
 from lethe_core.util.paths import REPO_ROOT, results_dir
-from lethe_core.results.runs import Run, latest_runs, replay_context
+from lethe_core.results.runs import LOGIT_READINGS, Run, latest_runs, list_runs, logit_reading, replay_context
 from lethe_core.rif.protocols import PROTOCOLS
+from lethe_core.rif.state import CAP, WINNER_RELIEF
 
 PROTOCOL_TEXT = {
     "paper": "the paper's protocol: clusters fit on all queries, 5,000-step hot/cold burn-in, every query evaluated once, frozen (train = test)",
@@ -213,14 +215,102 @@ def interpretation(paper: Run, study: pd.DataFrame) -> list[str]:
     return out
 
 
-def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path | None = None) -> Path:
-    """RESULTS.md from the newest finished runs (and the teacher study's folder, when `lethe-lab rif teacher` wrote one)."""
-    runs = latest_runs(dataset, reranker)
+# The RIF constants a run must keep to enter the teacher x reading table (a sweep's other constants would not compare).
+STANDARD = {"alpha": 0.3, "eta": 0.1, "decay": 0.005, "cap": CAP, "reinforce": WINNER_RELIEF}
+MATRIX_ARMS = ("clustered30-gap", "clustered30-uniform", "global-gap")
+READING_ORDER = ("raw", "calibrated")
+
+
+def teacher_kind(reranker: str, dataset: str) -> str:
+    """"fold (in-domain)", "cross-dataset (trained on X)", or "" for a reranker not trained here."""
+    origin = trained_on(reranker)
+    if origin is None:
+        return ""
+    return "fold (in-domain)" if origin == dataset else f"cross-dataset (trained on {origin})"
+
+
+def standard_runs(datasets: tuple[str, ...]) -> dict[tuple[str, str, str, str], Run]:
+    """The newest full run with every arm and the standard constants, second stage `ce`, of each (dataset, reranker,
+    logit reading, protocol)."""
+    chosen: dict[tuple[str, str, str, str], Run] = {}
+    for r in list_runs()[0]:  # newest first
+        s, c = r.summary, r.config
+        if s["dataset"] not in datasets or c.get("conversations") or c.get("limit_queries") or c.get("arms") or c.get("eager_decay"):
+            continue
+        if s.get("second_stage") != "ce" or any(float(c.get(k, v)) != v for k, v in STANDARD.items()):
+            continue
+        chosen.setdefault((s["dataset"], s["reranker"], logit_reading(s), s["protocol"]), r)
+    return chosen
+
+
+def _delta_cell(arm: dict | None, key: str = "delta_ndcg", p_key: str = "p_holm") -> str:
+    if not arm or not arm.get(key):
+        return "–"
+    d = arm[key]
+    p = arm.get(p_key)
+    return f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" + (f" (p {_p(p)})" if p is not None else "")
+
+
+def inputs_section(datasets: tuple[str, ...]) -> list[str]:
+    """One table answering: does the teacher's origin or the logit reading change RIF's effect and its gap to the
+    control arm? One row per (dataset, teacher, reading, protocol) found finished on disk."""
+    runs = standard_runs(datasets)
+    if not runs:
+        return []
+    order = sorted(runs, key=lambda k: (datasets.index(k[0]), not teacher_kind(k[1], k[0]).startswith("fold"), k[1],
+                                        READING_ORDER.index(k[2]), PROTOCOLS.index(k[3])))
+    lines = ["## Teacher origin and logit reading", "",
+             "Does where the teacher was trained, or which logit RIF reads, change RIF's effect and its gap to the control arm? "
+             "Each row is one finished run (`lethe-lab rif run`, 5 seeds): Δ NDCG@10 vs baseline of seed 42 with its 95 % bootstrap "
+             "CI and Holm-adjusted permutation p (over the arms vs baseline); the last column is clustered30-gap − control with its "
+             "unadjusted p. *Fold* teachers score each query with the fold model that never saw its conversation; a *cross-dataset* "
+             "teacher was trained on all of the other dataset (docs/method.md, \"Teachers\"). The raw logit is the paper's reading; "
+             "the calibrated rows are the `--calibration` ablation.", "",
+             "| dataset | teacher | reading | protocol | control | " + " | ".join(MATRIX_ARMS) + " | clustered30-gap − control |",
+             "|---" * (6 + len(MATRIX_ARMS)) + "|"]
+    for key in order:
+        dataset, reranker, reading, protocol = key
+        arms = {a["name"]: a for a in runs[key].summary["arms"]}
+        kind = teacher_kind(reranker, dataset)
+        lines.append(f"| {dataset} | `{reranker}`" + (f" — {kind}" if kind else "") + f" | {reading}"
+                     + (" (ablation)" if reading == "calibrated" else "") + f" | {protocol} | {_delta_cell(arms.get('control'))} | "
+                     + " | ".join(_delta_cell(arms.get(a)) for a in MATRIX_ARMS) + " | "
+                     + _delta_cell(arms.get("clustered30-gap"), "delta_vs_control", "p_vs_control") + " |")
+    return lines + [""]
+
+
+def other_runs_section(datasets: tuple[str, ...], shown: tuple[str, str]) -> list[str]:
+    """The full protocol tables of every other (dataset, teacher) under the raw reading, folded away."""
+    runs = standard_runs(datasets)
+    pairs = sorted({(d, r) for d, r, reading, _ in runs if reading == "raw" and (d, r) != shown},
+                   key=lambda k: (datasets.index(k[0]), k[1]))
+    out = []
+    for dataset, reranker in pairs:
+        kind = teacher_kind(reranker, dataset)
+        out += [f"<details><summary><b>{dataset}</b> · <code>{reranker}</code>" + (f" ({kind})" if kind else "")
+                + " · raw reading: the three protocols</summary>", ""]
+        for protocol in PROTOCOLS:
+            run = runs.get((dataset, reranker, "raw", protocol))
+            if run is None:
+                out += [f"_{protocol}: not run (`lethe-lab rif run {dataset} --reranker {reranker} --protocol {protocol} --seeds 5`)._", ""]
+                continue
+            out += [f"**{protocol}** ({run.summary['n_queries']:,} queries, results folder `{run.run_id}`)", "", protocol_table(run), ""]
+        out += ["</details>", ""]
+    return (["## Every dataset and teacher (raw reading)", ""] + out) if out else []
+
+
+def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path | None = None,
+                 also: tuple[str, ...] = ("realtalk",)) -> Path:
+    """RESULTS.md from the newest finished runs under the raw reading (and the teacher study's folder, when
+    `lethe-lab rif teacher` wrote one); the teacher x reading table and the other datasets' runs (`also`) when on disk."""
+    runs = latest_runs(dataset, reranker, reading="raw")
     if "paper" not in runs:
-        raise ValueError(f"no full paper-protocol run for {dataset}; run `lethe-lab rif run {dataset} --protocol paper` first")
+        raise ValueError(f"no full paper-protocol run for {dataset} under the raw reading; "
+                         f"run `lethe-lab rif run {dataset} --protocol paper` first")
     paper = runs["paper"]
     reranker = paper.summary["reranker"]
-    runs = latest_runs(dataset, reranker, paper.summary["second_stage"])
+    runs = latest_runs(dataset, reranker, paper.summary["second_stage"], reading="raw")
+    datasets = (dataset, *[d for d in also if d != dataset])
     ctx = replay_context(paper)
     study = read_teacher_study(dataset, reranker)
     systems = sorted(results_dir().glob(f"systems-{dataset}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -235,7 +325,8 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
     s = paper.summary
     doc = [f"# RESULTS — {dataset}", "",
            f"Generated by `lethe-lab rif report` on {date.today().isoformat()} from `data/results/` (regenerate with `make reproduce`). "
-           f"Reranker (teacher): **{reranker}**, second stage **{s['second_stage']}**, calibration **{'on' if s['calibrated'] else 'off'}**; "
+           f"Reranker (teacher): **{reranker}**" + (f" ({teacher_kind(reranker, dataset)})" if teacher_kind(reranker, dataset) else "")
+           + f", second stage **{s['second_stage']}**, RIF reads the **{LOGIT_READINGS[logit_reading(s)]}**; "
            f"{s['n_queries']:,} answerable queries over one global pool of {len(ctx.dataset.corpus):,} turns; seeds {s['seeds']} "
            "(tables: seed 42 with 95% bootstrap CIs and paired permutation p, 10,000 each; Holm over the arms vs baseline; "
            "'mean ± sd over seeds' varies the schedule and k-means seeds).", ""]
@@ -250,6 +341,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
             levels = " | ".join(f"{next(x for x in by_stage[st]['systems'] if x['name'] == row['name'])['ndcg@10']:.4f}" for st in stages)
             doc.append(f"| {row['name']} | {levels} | {row['recall@10']:.4f} | {pool_recall(row)} | {_p(row.get('p_vs_rrf'))} |")
         doc.append("")
+    doc += inputs_section(datasets)
     for protocol in ("paper", "heldout", "prequential"):
         if protocol not in runs:
             doc += [f"## Protocol: {protocol}", "", f"_Not run: `lethe-lab rif run {dataset} --protocol {protocol}`._", ""]
@@ -280,6 +372,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
         summary = json.loads(haystack.read_text())
         images = {n: os.path.relpath(FIGURES_DIR / f"{n}.svg", path.parent) for n in summary["charts"] if (FIGURES_DIR / f"{n}.svg").exists()}
         doc += [results_section(summary, images=images)]
+    doc += other_runs_section(datasets, (dataset, reranker))
     doc += [*changes_section(runs, sys_summary),
             "## Answers (section 8 of the RIF issue), read off the tables above", "", *answers(runs, len(ctx.dataset.corpus)), "",
             "## Reading the numbers", "", *interpretation(paper, study), "",

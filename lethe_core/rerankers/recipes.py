@@ -63,3 +63,19 @@ def first_run_config() -> TrainConfig:
     precision = resolve_precision("auto")
     return TrainConfig(name=point_name(budget, epochs, negatives, precision), budget=budget, epochs=epochs,
                        negatives=negatives, precision=precision)
+
+
+# The teachers of issue #25 (docs/method.md, "Teachers"), all at the first-run point: per real conversation dataset,
+# its fold teacher (in-domain, each query scored by the fold that never saw its conversation) and the cross-dataset
+# teacher trained on all of the other dataset. `make teachers` trains them.
+CROSS_DATASET = {"locomo": "realtalk", "realtalk": "locomo"}
+
+
+def fold_teacher(dataset: str) -> str:
+    """The fold teacher's model name: LoCoMo's is the first-run recipe of `make run`; another dataset's, DATASET-2fold."""
+    return first_run_config().name if dataset == "locomo" else f"{dataset}-2fold"
+
+
+def teacher_pairs(datasets: tuple[str, ...] = ("locomo", "realtalk")) -> list[tuple[str, str]]:
+    """(dataset, reranker spec) for the fold and the cross-dataset teacher of each dataset."""
+    return [(d, f"trained:{name}") for d in datasets for name in (fold_teacher(d), f"{CROSS_DATASET[d]}-all")]

@@ -12,6 +12,7 @@ Every pool and results file records the reranker's name and `.identity` (name | 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -68,6 +69,17 @@ def auto_entries() -> list[AutoEntry]:
         AutoEntry(f"trained:{FULL_RECIPE}", lambda: _trained_missing(FULL_RECIPE), "`make reranker`"),
         AutoEntry(f"trained:{first}", lambda: _trained_missing(first), "`lethe-lab reranker ensure`"),
     ]
+
+
+def trained_on(spec: str) -> str | None:
+    """The dataset a `trained:<name>` reranker was trained on (its manifest), else None: what tells a fold teacher
+    (scoring its own dataset, each query by the fold that never saw it) from a cross-dataset one."""
+    kind, _, name = spec.partition(":")
+    manifest = models_dir() / name / "trained.json"
+    if kind != "trained" or not manifest.exists():
+        return None
+    m = json.loads(manifest.read_text())
+    return m.get("dataset") or m.get("config", {}).get("dataset")
 
 
 def auto_candidates() -> list[str]:

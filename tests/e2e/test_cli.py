@@ -94,6 +94,7 @@ def test_rif_run_three_protocols_deterministic_json():
         assert first.exit_code == 0, first.output
         a = json.loads(first.stdout.strip().splitlines()[-1])
         assert a["protocol"] == protocol and a["seeds"] == [42, 43] and a["reranker"] == "test:lexical"
+        assert a["logit_reading"] == "raw"  # the paper's reading, the default (the lexical scorer has no calibration)
         assert [x["name"] for x in a["arms"]] == ["baseline", "global-gap", "clustered10-gap", "control"]
         for arm in a["arms"]:
             assert {"mean", "ci", "seed_sd"} <= set(arm["ndcg@10"]) and "p_holm" in arm and "recall@30" in arm

@@ -28,7 +28,7 @@ from lethe_core.retrieval.pipeline import PipelineConfig
 P = PipelineConfig(encoder="test:hash")
 DATA = DataSpec(dataset="synthetic:600", reranker="test:lexical", backend="torch", conversations=3, limit_queries=16, pipeline=P,
                 second_stage="fused", calibration=False, progress=False)
-NO_CAL = replace(DATA, calibration=True)  # the usage-stream and recall studies do not read calibration
+NO_CAL = DATA  # the usage-stream and recall studies do not read calibration (it must stay at its default, the raw reading)
 PIPELINE = {"k_leg": 30, "rrf_k": 60, "pool_size": 30, "encoder": "test:hash", "encoder_backend": "torch",
             "bm25": {"k1": 1.5, "b": 0.75, "epsilon": 0.25}, "tokenizer": "regex", "scope": "global"}
 FLAT = {"dataset": "synthetic:600", "path": None, "reranker": "test:lexical", "backend": "torch", "conversations": 3,
@@ -39,6 +39,10 @@ RUN_IDS = [
     ("systems", SystemsExperiment(DATA, seed=1), "systems-synthetic-600-test_lexical-fused-raw-45495b77c88b1269"),
     ("rif", RIFExperiment(DATA, protocol="heldout", arms=["global-gap", "clustered5-gap"], ks=(5, 30), seeds=1, burn_in=60, alpha=0.5,
                           snapshot_every=20, map=False), "rif-synthetic-600-heldout-test_lexical-673a5cb640"),
+    # the calibrated reading, the default before the raw one (`--calibration`): the id it had then
+    ("rif, calibrated ablation", RIFExperiment(replace(DATA, calibration=True), protocol="heldout", arms=["global-gap", "clustered5-gap"],
+                                               ks=(5, 30), seeds=1, burn_in=60, alpha=0.5, snapshot_every=20, map=False),
+     "rif-synthetic-600-heldout-test_lexical-7390c32c0a"),
     ("rif, cap changed", RIFExperiment(DATA, protocol="paper", arms=["global-gap"], seeds=1, burn_in=40, cap=2.0, map=False),
      "rif-synthetic-600-paper-test_lexical-0a32a3de9f"),
     ("adaptive depth", AdaptiveDepthExperiment(DATA, protocols=("paper",), deep_depths=(40,), steps=40, seeds=1),
@@ -120,7 +124,7 @@ def test_scope_matches_runs_on_the_fields_it_compared_before():
 
 def test_a_study_refuses_a_data_field_it_does_not_read():
     with pytest.raises(ValueError, match="does not read calibration"):
-        MutationStudy(DATA)
+        MutationStudy(replace(DATA, calibration=True))
     with pytest.raises(ValueError, match="needs a reranker"):
         SystemsExperiment(DataSpec(reranker=None))
 

@@ -10,7 +10,7 @@ from lethe_core.pools.cache import PoolBuilder
 from lethe_core.retrieval.pipeline import PipelineConfig
 from lethe_core.rerankers import RerankerUnavailable, load_reranker
 from lethe_core.rerankers.recipes import TrainConfig
-from lethe_core.rerankers.training import fold_split, train_folds
+from lethe_core.rerankers.training import default_model_name, fold_split, train_folds
 
 
 def test_fold_split_is_disjoint_and_complete():
@@ -22,6 +22,33 @@ def test_fold_split_is_disjoint_and_complete():
         assert len(val) == 1 and len(train) >= 1
     with pytest.raises(ValueError):
         fold_split(convs[:2], 2)  # one conversation cannot be both training and validation
+
+
+def test_one_fold_trains_on_every_conversation_but_validation_and_names_its_dataset():
+    convs = [f"c{i}" for i in range(10)]
+    [(train, val, ev)] = fold_split(convs, 1)
+    assert val == ["c0"] and sorted(train + val) == sorted(convs) and ev == []
+    with pytest.raises(ValueError, match="2 conversations"):
+        fold_split(convs[:1], 1)
+    assert default_model_name("locomo", 2) == "minilm-2fold"  # the published recipe keeps its name
+    assert default_model_name("realtalk", 1) == "realtalk-all" and default_model_name("realtalk", 2) == "realtalk-2fold"
+    assert default_model_name("locomo", 1) == "locomo-all"
+
+
+def test_a_whole_dataset_model_scores_another_dataset_only(tmp_path, monkeypatch):
+    """The cross-dataset teacher: trained on all of one dataset, it refuses that dataset's queries and scores another's."""
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    cfg = TrainConfig(dataset="synthetic:3000", name="tiny-all", folds=1, max_groups=8, negatives=3, encoder="test:hash")
+    manifest = train_folds(cfg, progress=False)
+    assert manifest["dataset"] == "synthetic-3000" and len(manifest["folds"]) == 1
+    assert manifest["folds"][0]["eval_conversations"] == []
+    rr = load_reranker("trained:tiny-all", backend="torch")
+    own = load_dataset("synthetic:3000")
+    with pytest.raises(RerankerUnavailable, match="training side"):
+        rr.route(own.queries[0])
+    other = load_dataset("locomo", conversations=1, limit_queries=4)
+    pools = PoolBuilder(other, rr, PipelineConfig(encoder="test:hash"), progress=False).build()
+    assert pools.reranker == "trained:tiny-all" and set(pools.frame["query_id"]) == {q.id for q in other.queries}
 
 
 @pytest.fixture(scope="module")

@@ -232,3 +232,20 @@ def test_experiment_run_ids_ignore_new_options_at_their_defaults():
     assert [a.name for a in e.arm_list()] == ["baseline", "entry30-gap", "global-uniform"]
     assert e.arm_list()[1].cues == "entry"
     assert all(a.cues == "query" for a in RIFExperiment().arm_list())  # the default table is unchanged
+
+
+def test_the_default_reading_is_the_raw_logit_so_a_confident_positive_is_barely_penalised():
+    """The paper's reading (DESIGN.md section 14): sigmoid(-x) of the raw logit. Our teacher's calibration moves every
+    logit below 0, which made a confident positive (raw +8) as suppressible as a rejection; by default it is not."""
+    from lethe_core.experiments.setup import DataSpec
+    from lethe_core.rif.rules import strength
+
+    frame = pd.DataFrame({"query_id": ["q", "q"], "doc_idx": [0, 1], "rrf_rank": [0, 1], "rrf": [1 / 60, 1 / 61],
+                          "logit": [8.0, -6.0], "calibrated": [-0.5, -9.0], "fuse_w": np.nan, "bm25_rank": [0, 1], "dense_rank": [0, 1]})
+    r_init = np.array([0, 1])
+    raw = PackedPools.from_frame(frame, ["q"], DataSpec().calibration)
+    assert DataSpec().calibration is False and np.array_equal(raw.calibrated, raw.logit)
+    s = strength("uniform", r_init, r_init, raw.calibrated, pool_size=30)
+    assert s[0] == pytest.approx(3.35e-4, rel=1e-2) and s[1] > 0.9  # sigmoid(-8) vs a rejection's sigmoid(6)
+    cal = PackedPools.from_frame(frame, ["q"], calibration=True)  # the ablation
+    assert strength("uniform", r_init, r_init, cal.calibrated, pool_size=30)[0] > 0.6

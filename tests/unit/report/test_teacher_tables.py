@@ -1,0 +1,82 @@
+"""The teacher tables of issue #25: RERANKER.md's fold vs cross-dataset table and RESULTS.md's teacher x reading table."""
+
+import json
+import shutil
+
+import pytest
+
+from lethe_core.experiments.rif import RIFExperiment
+from lethe_core.experiments.setup import DataSpec
+from lethe_core.experiments.teacher_matrix import TeacherMatrix
+from lethe_core.report.reranker_md import TEACHERS_BEGIN, TEACHERS_END, splice_teachers, teachers_block, teachers_section
+from lethe_core.report.results_md import inputs_section, other_runs_section, teacher_kind
+from lethe_core.rerankers import RerankerUnavailable
+from lethe_core.rerankers.recipes import teacher_pairs
+from lethe_core.retrieval.pipeline import PipelineConfig
+
+
+def _systems(dataset, reranker, full):
+    rows = [{"name": n, "ndcg@10": v, "ndcg@10_ci": [v - 0.01, v + 0.01]} for n, v in
+            (("rrf", 0.37), ("vector_rerank", 0.45), ("full", full), ("control", full + 0.01))]
+    rows[2].update(delta_vs_rrf={"mean": full - 0.37, "ci": [full - 0.39, full - 0.35]}, p_vs_rrf=0.0001)
+    return {"dataset": dataset, "reranker": reranker, "reranker_identity": f"{reranker}|onnx|abc", "systems": rows}
+
+
+def test_teachers_table_lists_each_dataset_and_teacher_and_is_spliced_in_place():
+    block = teachers_section([_systems("locomo", "trained:x", 0.50), _systems("realtalk", "trained:y", 0.42)])
+    text = "\n".join(block)
+    assert block[0] == TEACHERS_BEGIN and block[-1] == TEACHERS_END
+    assert "| locomo | `trained:x` |" in text and "0.5000 [0.4900, 0.5100]" in text and "+0.1300 [+0.1100, +0.1500]" in text
+    doc = "# card\n\nbody\n"
+    once = splice_teachers(doc, block)
+    assert once.startswith(doc.rstrip("\n")) and teachers_block(once) == block
+    newer = teachers_section([_systems("locomo", "trained:x", 0.60)])
+    twice = splice_teachers(once, newer)
+    assert twice.count(TEACHERS_BEGIN) == 1 and "0.6000" in twice and "0.5000 [" not in twice and "body" in twice
+
+
+def test_teacher_pairs_name_a_fold_and_a_cross_dataset_teacher_per_dataset():
+    pairs = teacher_pairs()
+    assert [d for d, _ in pairs] == ["locomo", "locomo", "realtalk", "realtalk"]
+    assert ("locomo", "trained:realtalk-all") in pairs and ("realtalk", "trained:locomo-all") in pairs
+    assert ("realtalk", "trained:realtalk-2fold") in pairs
+
+
+def test_the_matrix_names_every_missing_teacher_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    with pytest.raises(RerankerUnavailable) as err:
+        TeacherMatrix(progress=False).rif()
+    message = str(err.value)
+    assert all(spec in message for _, spec in teacher_pairs()) and "make teachers" in message
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.fixture(scope="module")
+def runs_home(tmp_path_factory):
+    """One real held-out run (lexical test reranker), and a copy of it relabelled as the calibrated ablation."""
+    home = tmp_path_factory.mktemp("matrix_home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LETHE_HOME", str(home))
+    data = DataSpec(dataset="synthetic:6000", reranker="test:lexical", pipeline=PipelineConfig(encoder="test:hash"), progress=False)
+    summary = RIFExperiment(data, protocol="heldout", ks=(10, 30), seeds=1, burn_in=500, map=False).run()
+    yield home, summary, mp
+    mp.undo()
+
+
+def test_inputs_table_has_one_row_per_teacher_reading_and_protocol(runs_home, monkeypatch):
+    home, summary, _ = runs_home
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    raw = home / "results" / summary["run_id"]
+    cal = raw.with_name(raw.name + "-cal")
+    if not cal.exists():
+        shutil.copytree(raw, cal)
+        s = json.loads((cal / "summary.json").read_text())
+        (cal / "summary.json").write_text(json.dumps({**s, "logit_reading": "calibrated", "calibrated": True, "run_id": cal.name}))
+    lines = inputs_section(("synthetic-6000",))
+    rows = [line for line in lines if line.startswith("| synthetic-6000")]
+    assert len(rows) == 2 and "| raw | heldout |" in rows[0] and "| calibrated (ablation) | heldout |" in rows[1]
+    gap = next(a for a in summary["arms"] if a["name"] == "clustered30-gap")["delta_ndcg"]
+    assert f"{gap['mean']:+.4f} [{gap['ci'][0]:+.4f}, {gap['ci'][1]:+.4f}]" in rows[0]
+    assert teacher_kind("test:lexical", "synthetic-6000") == ""
+    other = "\n".join(other_runs_section(("synthetic-6000",), ("locomo", "x")))
+    assert "<details>" in other and "_paper: not run" in other and "**heldout**" in other
