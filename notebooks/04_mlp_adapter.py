@@ -44,7 +44,7 @@ import pandas as pd
 import plotly.express as px
 
 from lethe_core.util import figures
-from lethe_core.report.checkpoints import Finding, fmt_ci, judge
+from lethe_core.report.checkpoints import Finding, fmt_ci, replay_claim
 from lethe_core.experiments.mlp_adapter_study import MLPAdapterStudy
 from lethe_core.experiments.setup import DataSpec
 
@@ -173,8 +173,15 @@ fig
 held = final[(final["protocol"] == "heldout") & (final["arm"] == "mlp")].iloc[0]
 paper = final[(final["protocol"] == "paper") & (final["arm"] == "mlp")].iloc[0]
 peak = next((p for p in summary["peak"] if p["arm"] == "mlp"), {})
-Finding.from_judgement(
-    judge(held["delta"], (held["lo"], held["hi"]), +1, f"held-out MLP adapter − static NDCG@10 at step {summary['steps']}"),
+# One effect claim (primary): the held-out gain of the `mlp` arm at the final step is at least half the reference's
+# relative gain, the gated arm's +0.4 % it held through step 1,250 (its peak pick, +0.6 %, was chosen on the evaluation
+# queries), scaled to our static. Secondary: the same under the reference's protocol.
+REF_GAIN = 0.004
+final_rows = pd.read_parquet(f"{summary['results_dir']}/final.parquet").query("system == 'rerank'")
+claims = [replay_claim(final_rows, "mlp", protocol, f"{protocol} MLP adapter − static NDCG@10 at step {summary['steps']}",
+                       baseline="static", reference=REF_GAIN * r["static"]) for protocol, r in (("heldout", held), ("paper", paper))]
+Finding.from_claims(
+    claims[0], claims[1:],
     checkpoint=4, title="Learned MLP adapter",
     claim="An online-trained MLP adapter over the turn vectors gives a small NDCG@10 gain over static dense top-30 + "
           "cross-encoder (tiny positive, not significant).",

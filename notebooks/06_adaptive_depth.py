@@ -43,7 +43,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from lethe_core.util import figures
-from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Finding, fmt_ci, paired_claim, relative_effect
 from lethe_core.datasets.splits import HELDOUT_WITHIN
 from lethe_core.experiments.adaptive_depth_study import AdaptiveDepthExperiment
 from lethe_core.experiments.setup import DataSpec
@@ -143,25 +144,41 @@ display(sweep[sweep["depth"] == D].pivot_table(index="share", columns=["protocol
 # %% [markdown]
 # ## Verdict
 #
-# The claim is judged on the `heldout-within` protocol (questions the system never streamed), for the reference's
-# combination (adaptive depth + rescue at the 59 % trigger share), and — to show what the reference measured — on the
-# hot bucket of its own protocol. The control arm is the cost yardstick: a deeper pool that costs more pairs than the
-# whole 30-leg union should also beat it.
+# One effect claim, the reference's combination (adaptive depth + rescue at its trigger share) against the shallow
+# pipeline: a gain of at least half the reference's relative one (hot NDCG@10 0.1958 → 0.2853), scaled to our shallow
+# NDCG@10. Primary: the `heldout-within` protocol (questions the system never streamed); secondary: the hot bucket of
+# the reference's own protocol, what the reference measured. CIs over questions (mean over seeds), with the
+# conversation-level CI. The control arm is the cost yardstick: a deeper pool that costs more pairs than the whole
+# 30-leg union should also beat it.
 
 # %%
 held = summary["protocols"][HELDOUT_WITHIN]["systems"]
 combo = f"adaptive{D}+rescue"
 hot = summary["protocols"]["paper"]["buckets"].get("hot", {}).get(combo)
 r = held[combo]
-judgements = [judge(r["delta"], r["delta_ci"], +1, f"{combo} − shallow NDCG@10 on {HELDOUT_WITHIN} questions")]
+rows = pd.read_parquet(f"{summary['results_dir']}/per_query.parquet")
+
+
+def depth_claim(protocol, what, bucket=None):
+    """combo − shallow per question (mean over seeds and directions), as the study's tables pair them."""
+    part = rows[rows["protocol"] == protocol]
+    part = part[part["bucket"] == bucket] if bucket else part
+    base = part[part["combination"] == "shallow"].groupby("query_id")["ndcg@10"].mean()
+    d = part[part["combination"] == combo].groupby("query_id")["ndcg@10"].mean().reindex(base.index) - base
+    return paired_claim(what, d.to_numpy(), [stats.conversation_of(q) for q in d.index],
+                        reference=relative_effect(0.2853, 0.1958, base.mean()), unit="questions (mean over seeds)")
+
+
+secondary = []
 ours = [f"{HELDOUT_WITHIN}: shallow {fmt_ci(held['shallow']['ndcg@10'], held['shallow']['ci'])}, {combo} "
         f"{fmt_ci(r['ndcg@10'], r['ci'])} (Δ {r['delta']:+.4f} [{r['delta_ci'][0]:+.4f}, {r['delta_ci'][1]:+.4f}], "
         f"{r['pairs']:.0f} pairs/question vs control {held['control']['pairs']:.0f}, control Δ {held['control']['delta']:+.4f})"]
 if hot:
-    judgements.append(judge(hot["delta"], hot["delta_ci"], +1, f"{combo} − shallow NDCG@10 on hot questions (reference protocol)"))
+    secondary.append(depth_claim("paper", f"{combo} − shallow NDCG@10 on hot questions (reference protocol)", bucket="hot"))
     ours.append(f"hot (reference protocol): Δ {hot['delta']:+.4f} [{hot['delta_ci'][0]:+.4f}, {hot['delta_ci'][1]:+.4f}]")
-Finding.from_judgement(
-    combine(judgements), checkpoint=6, title="Adaptive depth + rescue cache",
+Finding.from_claims(
+    depth_claim(HELDOUT_WITHIN, f"{combo} − shallow NDCG@10 on {HELDOUT_WITHIN} questions"), secondary,
+    checkpoint=6, title="Adaptive depth + rescue cache",
     claim="A deep pass when the reranker is unsure plus a rescue cache of accepted deep candidates raises NDCG@10.",
     reference="LongMemEval S, 200-question sample, hot NDCG@10: static 0.1958 → rescue 0.2203 (+12.6 %) → adaptive k + "
               "rescue 0.2853 (+28.7 %); one seed, train = test, no cost reported",

@@ -37,7 +37,7 @@ import pandas as pd
 import plotly.express as px
 
 from lethe_core.util import figures
-from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.report.checkpoints import Claim, Finding, fmt_ci, relative_effect, replay_claim
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
@@ -123,18 +123,29 @@ display(supp.round(0))
 # ## Verdict
 
 # %%
+# Primary: the default configuration (v1) against the baseline on questions the burn-in never saw, an effect of at least
+# half the reference's relative gain (its 5,000-step v1 row), scaled to our baseline. Secondary: the same under the
+# paper protocol, and the configuration chosen honestly on the other held-out side (its CI over queries only: the
+# chosen configuration differs by side).
 v1 = table[(table["protocol"] == "paper") & (table["arm"] == "v1")].iloc[0]
+v1_held = table[(table["protocol"] == "heldout") & (table["arm"] == "v1")].iloc[0]
 honest = selection["honest"]
-Finding.from_judgement(
-    combine([judge(v1["delta"], (v1["lo"], v1["hi"]), +1, "global RIF (v1) − baseline, paper protocol"),
-             judge(honest["delta"], (honest["lo"], honest["hi"]), +1, "honestly chosen global RIF − baseline, held-out")]),
+ref_gain = {p: relative_effect(rs.REFERENCE_SWEEP_NDCG["v1"], rs.REFERENCE_BASELINE,
+                               table[(table["protocol"] == p) & (table["arm"] == "baseline")]["value"].iloc[0]) for p in ("paper", "heldout")}
+Finding.from_claims(
+    replay_claim(replays.rows, "v1", "heldout", "global RIF (v1) − baseline NDCG@10, held-out", reference=ref_gain["heldout"]),
+    [replay_claim(replays.rows, "v1", "paper", "global RIF (v1) − baseline NDCG@10, paper protocol", reference=ref_gain["paper"]),
+     Claim("honestly chosen global RIF − baseline NDCG@10, held-out", honest["delta"], (honest["lo"], honest["hi"]),
+           reference=ref_gain["heldout"], unit="queries (seed mean per query)")],
     checkpoint=11, title="Global RIF",
     claim="Global RIF (one suppression list) gives a small NDCG@10 gain (+1.1 % to +2 %), and the sweep keeps the default.",
     reference="LongMemEval S: 0.2960 → 0.2993 (+1.1 %, 5,000 burn-in) / 0.3020 (+2.0 %, 2,000); sweep best v1, tuned on the eval queries",
-    ours=f"{dataset}: v1 Δ {fmt_ci(v1['delta'], (v1['lo'], v1['hi']))} (paper protocol, seed sd {v1['seed_sd']:.4f}); honest held-out "
+    ours=f"{dataset}: v1 Δ {fmt_ci(v1_held['delta'], (v1_held['lo'], v1_held['hi']))} held-out, "
+         f"{fmt_ci(v1['delta'], (v1['lo'], v1['hi']))} paper protocol (seed sd {v1['seed_sd']:.4f}); honest held-out "
          f"Δ {fmt_ci(honest['delta'], (honest['lo'], honest['hi']))}; tuned on eval {ref_way['arm']} {ref_way['delta']:+.4f} (paper) / "
          f"{selection['tuned_on_eval']['chosen']} {selection['tuned_on_eval']['delta']:+.4f} (held-out), optimism {optimism:+.4f}",
-    numbers={"v1_paper": v1["delta"], "v1_paper_ci": [v1["lo"], v1["hi"]], "honest": honest["delta"], "honest_ci": [honest["lo"], honest["hi"]],
+    numbers={"v1_paper": v1["delta"], "v1_paper_ci": [v1["lo"], v1["hi"]], "v1_heldout": v1_held["delta"],
+             "v1_heldout_ci": [v1_held["lo"], v1_held["hi"]], "reference_gain": ref_gain, "honest": honest["delta"], "honest_ci": [honest["lo"], honest["hi"]],
              "honest_seed_sd": honest["seed_sd"], "tuned_on_eval_paper": ref_way["delta"], "tuned_on_eval_paper_config": ref_way["arm"],
              "tuned_on_eval_heldout": selection["tuned_on_eval"]["delta"], "optimism": optimism,
              "chosen_per_side": selection["sides"]["chosen"].tolist(), "n_queries": len(ctx.pools.query_ids), "reranker": info["reranker"],

@@ -40,7 +40,7 @@ verdict_k = 30
 import pandas as pd
 
 from lethe_core.util import figures
-from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.report.checkpoints import Finding, fmt_ci, relative_effect, replay_claim
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
@@ -124,16 +124,27 @@ def contrast(protocol, a, b):
     return contrasts[(contrasts["protocol"] == protocol) & (contrasts["a"] == a) & (contrasts["b"] == b)].iloc[0]
 
 
+# The reference's CK12 table (LongMemEval S, 5,000 burn-in, 500 queries): baseline, global and K = 30 NDCG@10.
+REF = {"baseline": 0.2960, "global": 0.2993, "clustered30": 0.3132}
 k_v = verdict_k if verdict_k in k_list else max(k for k in k_list if k > 1)
 arm_v = f"clustered{k_v}-{verdict_rule}"
 held, paper = row("heldout", arm_v), row("paper", arm_v)
 vs_global = contrast("heldout", arm_v, f"global-{verdict_rule}")
 vs_entry = contrast("heldout", arm_v, f"entry{k_v}-{verdict_rule}")
 best = table[(table["protocol"] == "paper") & (table["K"] > 1)].sort_values("delta").iloc[-1]
-Finding.from_judgement(
-    combine([judge(held["delta"], (held["lo"], held["hi"]), +1, f"{arm_v} − baseline, held-out"),
-             judge(vs_global["delta"], (vs_global["lo"], vs_global["hi"]), +1, f"{arm_v} − global, held-out"),
-             judge(vs_entry["delta"], (vs_entry["lo"], vs_entry["hi"]), +1, f"query − entry clusters (K={k_v}), held-out")]),
+base = {p: row(p, arm_v)["value"] - row(p, arm_v)["delta"] for p in protocols}  # the baseline's mean on the same queries
+# Primary: clustered RIF against the baseline on held-out questions, at least half the reference's relative gain. Beating
+# global RIF is secondary (it can hold while both lose to the baseline); query − entry cues: direction only, the
+# reference's +9.5 % vs +1.8 % comes from its production system, another setting.
+Finding.from_claims(
+    replay_claim(replays.rows, arm_v, "heldout", f"{arm_v} − baseline NDCG@10, held-out",
+                 reference=relative_effect(REF["clustered30"], REF["baseline"], base["heldout"])),
+    [replay_claim(replays.rows, arm_v, "paper", f"{arm_v} − baseline NDCG@10, paper protocol",
+                  reference=relative_effect(REF["clustered30"], REF["baseline"], base["paper"])),
+     replay_claim(replays.rows, arm_v, "heldout", f"{arm_v} − global-{verdict_rule} NDCG@10, held-out", baseline=f"global-{verdict_rule}",
+                  reference=relative_effect(REF["clustered30"], REF["baseline"], base["heldout"], against=REF["global"])),
+     replay_claim(replays.rows, arm_v, "heldout", f"query − entry clusters (K={k_v}) NDCG@10, held-out",
+                  baseline=f"entry{k_v}-{verdict_rule}", kind="direction")],
     checkpoint=12, title="Clustered RIF",
     claim=f"Per-cluster suppression (K = {k_v}, {verdict_rule} rule) beats the baseline and global RIF, and query-based clusters beat entry-based ones.",
     reference="LongMemEval S: K=30 0.3132 vs baseline 0.2960 (+5.8 %), global +1.1 %; production: query-based +9.5 % vs entry-based +1.8 %",

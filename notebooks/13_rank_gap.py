@@ -39,7 +39,7 @@ import plotly.express as px
 from lethe_core.util import figures
 
 from lethe_core.measures import stats
-from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.report.checkpoints import Claim, Finding, relative_effect, replay_claim
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
@@ -165,13 +165,23 @@ def pick(frame, protocol, k):
     return frame[(frame["protocol"] == protocol) & (frame["K"] == k)].iloc[0]
 
 
+# The reference (CK13, LongMemEval S): clustered30 NDCG@10 0.3152 (gap) vs 0.3132 (original = uniform); 5,141 vs 8,166
+# suppressed (cluster, entry) pairs.
+REF = {"gap": 0.3152, "uniform": 0.3132, "gap_pairs": 5141, "uniform_pairs": 8166}
 k_v = 30 if 30 in k_list else max(k_list)
 held, paper = pick(contrasts, "heldout", k_v), pick(contrasts, "paper", k_v)
 fewer = reductions[("paper", k_v)]
-Finding.from_judgement(
-    combine([judge(paper["delta"], (paper["lo"], paper["hi"]), +1, f"{names[k_v]} gap − uniform, paper protocol"),
-             judge(held["delta"], (held["lo"], held["hi"]), +1, f"{names[k_v]} gap − uniform, held-out"),
-             judge(fewer["fewer"], (fewer["lo"], fewer["hi"]), +1, "share of fewer suppressed pairs under gap (CI over seeds)")]),
+uniform_mean = {p: table[(table["protocol"] == p) & (table["arm"] == f"{names[k_v]}-uniform")]["value"].iloc[0] for p in protocols}
+# Primary: gap − uniform NDCG@10 held out, at least half the reference's gain relative to its uniform arm. Secondary: the
+# same under the paper protocol, and the share of fewer suppressed pairs against the reference's (CI over seeds; that
+# rank-gap suppresses fewer is nearly true by construction, so the claim is its size).
+Finding.from_claims(
+    replay_claim(replays.rows, f"{names[k_v]}-gap", "heldout", f"{names[k_v]} gap − uniform NDCG@10, held-out",
+                 baseline=f"{names[k_v]}-uniform", reference=relative_effect(REF["gap"], REF["uniform"], uniform_mean["heldout"])),
+    [replay_claim(replays.rows, f"{names[k_v]}-gap", "paper", f"{names[k_v]} gap − uniform NDCG@10, paper protocol",
+                  baseline=f"{names[k_v]}-uniform", reference=relative_effect(REF["gap"], REF["uniform"], uniform_mean["paper"])),
+     Claim("share of fewer suppressed (cluster, entry) pairs under gap, paper protocol", fewer["fewer"], (fewer["lo"], fewer["hi"]),
+           reference=1 - REF["gap_pairs"] / REF["uniform_pairs"], unit="seeds")],
     checkpoint=13, title="Rank-gap rule",
     claim="Rank-gap beats the uniform strength and suppresses about 30 % fewer (cluster, entry) pairs.",
     reference="LongMemEval S: clustered30 gap 0.3152 vs orig 0.3132 (+0.0020, p = 0.548); 5,141 vs 8,166 suppressed (−37 %)",

@@ -39,7 +39,7 @@ import pandas as pd
 from lethe_core.util import figures
 
 from lethe_core.measures import stats
-from lethe_core.report.checkpoints import Finding, combine, fmt_ci, judge
+from lethe_core.report.checkpoints import Finding, fmt_ci, paired_claim, relative_effect
 from lethe_core.experiments.enrichment_study import evaluate_arms
 from lethe_core.experiments.setup import DataSpec
 
@@ -104,8 +104,10 @@ figures.bar_ci(buckets, "bucket", "ndcg@10", "lo", "hi", "Leak vs qrels-blind tw
 # %% [markdown]
 # ## Verdict
 #
-# Judged on the honest arms only (every turn enriched, nothing selected with labels): the claim holds if both
-# honest arms beat no enrichment with a CI excluding zero. Where it does not, the likely reasons are the
+# Judged on the honest arms only (every turn enriched, nothing selected with labels), each an effect claim against no
+# enrichment: at least half the reference's relative overall gain (0.312 → 0.324: its covered bucket is defined by the
+# labels), scaled to our NDCG@10 without enrichment, with the conversation-level CI. Primary: the observations arm
+# (LLM-written text, as the reference's); secondary: the heuristic arm. Where it does not hold, the likely reasons are the
 # enrichment text (LoCoMo's observations cover only part of the turns and the heuristic writes no gist or
 # questions, unlike the reference's LLM), the dataset (LoCoMo, not LongMemEval) and the protocol (no RIF, no
 # leak-selected bucket). One caveat on the observations arm: its facts were written by an LLM from the same
@@ -114,14 +116,12 @@ figures.bar_ci(buckets, "bucket", "ndcg@10", "lo", "hi", "Leak vs qrels-blind tw
 
 # %%
 honest = [a for a in ("observations", "heuristic") if a in wide]
-judgements, deltas = [], {}
-for arm in honest:
-    d = stats.paired_delta_ci(wide[arm], wide["none"])
-    deltas[arm] = d
-    judgements.append(judge(d.mean, (d.lo, d.hi), +1, f"{arm} (all turns) − none NDCG@10"))
+deltas = {arm: stats.paired_delta_ci(wide[arm], wide["none"]) for arm in honest}
+claims = [paired_claim(f"{arm} (all turns) − none NDCG@10", wide[arm] - wide["none"], [stats.conversation_of(q) for q in wide.index],
+                       reference=relative_effect(0.324, 0.312, wide["none"].mean())) for arm in honest]
 base = table.set_index("arm")
-Finding.from_judgement(
-    combine(judgements),
+Finding.from_claims(
+    claims[0], claims[1:],
     checkpoint=17, title="Write-time enrichment",
     claim="Write-time enrichment of turns (extra indexed text, reranker on the original) improves retrieval NDCG@10.",
     reference="LongMemEval S, LLM enrichment of qrels-selected sessions: covered (75) 0.390 → 0.473 (+0.083), "

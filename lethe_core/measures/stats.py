@@ -63,6 +63,48 @@ def paired_delta_ci(treatment, baseline, n_resamples: int = N_RESAMPLES, seed: i
     return bootstrap_ci(t - b, n_resamples, seed, level, on_progress)
 
 
+def hierarchical_paired_ci(treatment, baseline, groups, n_resamples: int = N_RESAMPLES, seed: int = 0,
+                           level: float = 0.95) -> Interval:
+    """Two-stage bootstrap CI of mean(treatment - baseline): conversations with replacement, then questions within each.
+
+    The questions of one conversation share a user, a haystack and a RIF state, so they are not independent draws:
+    resampling the conversations first gives the spread a new user would bring. The statistic of a resample is
+    the mean over all its questions (a conversation weighs by its size, as in the query-level mean). Both stages
+    add their own noise, so the interval is slightly conservative; with one group it is the plain paired bootstrap.
+    """
+    d = np.asarray(treatment, float) - np.asarray(baseline, float)
+    g = np.asarray(groups)
+    if d.ndim != 1 or g.shape != d.shape:
+        raise ValueError(f"paired arrays and groups differ in shape: {np.shape(treatment)}, {np.shape(baseline)}, {g.shape}")
+    if d.size == 0:
+        raise ValueError("bootstrap of an empty array")
+    _, label = np.unique(g, return_inverse=True)
+    order = np.argsort(label, kind="stable")
+    values = d[order]
+    sizes = np.bincount(label)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    n_groups = sizes.size
+    rng = np.random.default_rng(seed)
+    parts = []
+    for m in _chunks(n_resamples, d.size):
+        picked = rng.integers(0, n_groups, size=(m, n_groups)).ravel()  # stage 1: conversations, per resample
+        counts = sizes[picked]
+        # stage 2: as many questions as the picked conversation holds, drawn from it (offsets into `values`)
+        draws = starts[picked].repeat(counts) + (rng.random(counts.sum()) * sizes[picked].repeat(counts)).astype(np.int64)
+        totals = counts.reshape(m, n_groups).sum(axis=1)
+        sums = np.bincount(np.arange(m).repeat(totals), weights=values[draws], minlength=m)
+        parts.append(sums / totals)
+    means = np.concatenate(parts)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(means, [alpha, 1 - alpha])
+    return Interval(float(d.mean()), float(lo), float(hi))
+
+
+def conversation_of(query_id: str) -> str:
+    """The conversation a query id belongs to: `conv-26:q12` -> `conv-26` (ids without ':' are their own group)."""
+    return str(query_id).split(":", 1)[0]
+
+
 def paired_permutation_test(treatment, baseline, n_permutations: int = N_RESAMPLES, seed: int = 0,
                             on_progress: Callable[[int], None] | None = None) -> float:
     """Two-sided sign-flip permutation test of mean(treatment - baseline) = 0."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pytest
 
-from lethe_core.report.checkpoints import read_finding
+from lethe_core.measures import stats
+from lethe_core.report.checkpoints import Claim, judge, read_finding
 from lethe_core.util.figures import count_figures
 from lethe_core.report.notebooks import NotebookBuild, discover
 
@@ -33,5 +36,32 @@ def test_notebook_executes_with_small_parameters(path, shared_home, tmp_path, mo
     assert finding is not None, "the last cell must display a Finding (the computed verdict)"
     assert finding.checkpoint == int(path.stem[:2])
     assert finding.parameters.get("reranker") == "test:lexical", "the verdict records the parameters it was computed with"
+    assert_verdict_recomputes(finding)
     assert nb["cells"][0]["cell_type"] == "markdown" and "Claim" in "".join(nb["cells"][0]["source"])
     assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
+
+
+def _pair(values):
+    return None if values is None else tuple(math.nan if v is None else v for v in values)
+
+
+def assert_verdict_recomputes(finding):
+    """The verdict is the primary claim's outcome, recomputed here: from the per-query differences (and conversations)
+    the notebook judged where it recorded them (both CIs recomputed with `stats`), else from its recorded interval."""
+    roles = [c["role"] for c in finding.claims]
+    assert roles and roles[0] == "primary" and roles.count("primary") == 1, "one primary claim decides the verdict"
+    for row in finding.claims:
+        fields = {k: row[k] for k in Claim.__dataclass_fields__}
+        fields["ci"], fields["conversation_ci"] = _pair(row["ci"]), _pair(row["conversation_ci"])
+        sample = row["sample"]
+        if sample is not None:
+            d = np.asarray(sample["deltas"], dtype=float)
+            ci = stats.paired_delta_ci(d, np.zeros_like(d), level=row["level"])
+            assert (ci.mean, ci.lo, ci.hi) == pytest.approx((row["delta"], *row["ci"]), abs=1e-12)
+            fields["delta"], fields["ci"] = ci.mean, (ci.lo, ci.hi)
+            if sample["conversations"] is not None:
+                h = stats.hierarchical_paired_ci(d, np.zeros_like(d), sample["conversations"], level=row["level"])
+                assert (h.lo, h.hi) == pytest.approx(tuple(row["conversation_ci"]), abs=1e-12)
+                fields["conversation_ci"] = (h.lo, h.hi)
+        assert judge(Claim(**fields)).verdict == row["verdict"], row["what"]
+    assert finding.verdict == finding.claims[0]["verdict"]

@@ -4,38 +4,131 @@ import pytest
 
 import numpy as np
 
-from lethe_core.report.checkpoints import MIME, Finding, combine, json_safe, judge, read_finding
+from lethe_core.report.checkpoints import MIME, VERDICTS, Claim, Finding, json_safe, judge, read_finding
 from lethe_core.report.notebooks import discover, stamp, write_index
 
 
-def test_judge_reads_the_ci_against_the_claimed_direction():
-    assert judge(0.02, (0.01, 0.03)).verdict == "holds"
-    assert judge(0.02, (-0.01, 0.05)).verdict == "partly"
-    assert judge(-0.02, (-0.03, -0.01)).verdict == "does not hold"
-    assert judge(-0.001, (-0.01, 0.01)).verdict == "does not hold"
-    assert judge(-0.02, (-0.03, -0.01), direction=-1).verdict == "holds"  # a claimed drop
-    assert judge(0.02, (0.01, 0.03), direction=-1).verdict == "does not hold"
+REF = 0.02  # a reference effect of +0.02: the default margin is half of it, 0.01
 
 
-def test_combine():
-    h, p, n = (judge(0.02, (0.01, 0.03)), judge(0.02, (-0.01, 0.05)), judge(-0.02, (-0.03, -0.01)))
-    assert combine([h, h]).verdict == "holds"
-    assert combine([n, n]).verdict == "does not hold"
-    assert combine([h, n]).verdict == "partly"
-    assert combine([p]).verdict == "partly"
+def effect(delta, ci, **kw):
+    return judge(Claim("Δ", delta, ci, reference=kw.pop("reference", REF), **kw))
+
+
+@pytest.mark.parametrize("ci, outcome, words", [
+    ((0.012, 0.03), "holds", "the CI clears it"),
+    ((0.01, 0.03), "holds", "the CI clears it"),  # the margin itself is reached
+    ((0.002, 0.03), "smaller than claimed", "a size beyond it is not excluded"),
+    ((0.002, 0.008), "smaller than claimed", "upper end stays below it too"),
+    ((-0.004, 0.02), "inconclusive", "compatible with both the margin and zero"),
+    ((0.0, 0.012), "inconclusive", "compatible with both"),  # touching zero does not clear it
+    ((-0.004, 0.006), "does not hold", "within ±0.0100 of zero"),
+    ((-0.03, -0.012), "does not hold", "opposite side of zero"),
+    ((-0.03, 0.004), "does not hold", "cannot tell no effect from a reversal"),
+])
+def test_effect_claims_read_the_ci_against_the_margin_and_zero(ci, outcome, words):
+    j = effect(sum(ci) / 2, ci)
+    assert (j.outcome, j.verdict) == (outcome, outcome) and words in j.reason
+    assert "95 % CI over queries" in j.reason and "+0.0200" in j.reason
+
+
+def test_a_claimed_drop_is_the_mirror_image():
+    assert effect(-0.02, (-0.03, -0.012), direction=-1, reference=-0.02).outcome == "holds"
+    assert effect(0.02, (0.012, 0.03), direction=-1, reference=-0.02).outcome == "does not hold"
+    assert effect(-0.005, (-0.008, -0.002), direction=-1, reference=-0.02).outcome == "smaller than claimed"
+
+
+def test_the_point_estimates_sign_does_not_decide():
+    """The same CI gives the same outcome whatever side of zero the point estimate falls on."""
+    assert effect(0.001, (-0.004, 0.006)).outcome == effect(-0.001, (-0.004, 0.006)).outcome == "does not hold"
+    assert judge(Claim("Δ", 0.003, (-0.01, 0.012), kind="direction")).outcome == "inconclusive"
+    assert judge(Claim("Δ", -0.003, (-0.012, 0.01), kind="direction")).outcome == "inconclusive"
+
+
+def test_the_share_sets_the_margin():
+    assert effect(0.008, (0.005, 0.011), share=0.25).outcome == "holds"  # margin 0.005
+    assert effect(0.008, (0.005, 0.011), share=1.0).outcome == "smaller than claimed"  # margin 0.02
+
+
+@pytest.mark.parametrize("ci, outcome", [
+    ((-0.004, 0.004), "holds"),
+    ((-0.012, 0.004), "inconclusive"),
+    ((0.002, 0.03), "inconclusive"),
+    ((0.006, 0.03), "does not hold"),
+    ((-0.03, -0.005), "does not hold"),
+    ((0.0, 0.0), "holds"),  # an exact null is inside any margin
+])
+def test_null_claims_are_equivalence_tests_on_the_90_percent_ci(ci, outcome):
+    j = judge(Claim("Δ", sum(ci) / 2, ci, kind="null", margin=0.005))
+    assert j.outcome == outcome and "90 % CI over queries" in j.reason and "TOST" in j.reason
+
+
+def test_direction_only_claims_say_so():
+    j = judge(Claim("Δ", 0.02, (0.01, 0.03), kind="direction"))
+    assert j.outcome == "holds" and "direction only" in j.reason
+    assert judge(Claim("Δ", -0.02, (-0.03, -0.01), kind="direction")).outcome == "does not hold"
+    assert judge(Claim("Δ", -0.02, (-0.03, -0.01), kind="direction", direction=-1)).outcome == "holds"
+
+
+def test_an_exact_zero_is_a_null_never_an_opposite_sign():
+    for kind, extra in (("effect", {"reference": REF}), ("direction", {})):
+        j = judge(Claim("Δ", 0.0, (0.0, 0.0), kind=kind, direction=-1 if kind == "direction" else 1, **extra))
+        assert j.outcome == "untestable" and "nothing changed" in j.reason and "not an opposite sign" in j.reason
+
+
+def test_untestable_says_why():
+    j = effect(0.0, (-0.001, 0.001), untestable="no relevant turn was merged")
+    assert j.verdict == "untestable" and "no relevant turn was merged" in j.reason
+    assert judge(Claim("Δ", float("nan"), (float("nan"), float("nan")), kind="direction")).outcome == "untestable"
+
+
+def test_fragile_when_only_the_query_level_ci_excludes_zero():
+    j = effect(0.02, (0.012, 0.03), conversation_ci=(-0.002, 0.04))
+    assert j.verdict == "holds (fragile)" and "conversation-level 95 % CI [-0.0020, +0.0400]" in j.reason
+    assert "conversation-level CI alone reads: inconclusive" in j.reason
+    assert effect(0.02, (0.012, 0.03), conversation_ci=(0.011, 0.035)).verdict == "holds"
+    assert effect(0.005, (0.002, 0.008), conversation_ci=(-0.01, 0.02)).verdict == "smaller than claimed (fragile)"
+    assert effect(0.0, (-0.004, 0.006), conversation_ci=(-0.02, 0.02)).verdict == "does not hold"  # never excluded zero
+    j = judge(Claim("Δ", 0.003, (0.001, 0.004), kind="null", margin=0.005, conversation_ci=(-0.001, 0.006)))
+    assert j.verdict == "holds (fragile)" and "90 % CI" in j.reason
+
+
+def test_claims_refuse_what_they_cannot_read():
+    with pytest.raises(ValueError, match="claimed side"):
+        Claim("Δ", 0.01, (0.0, 0.02), reference=-0.02)  # the reference's effect has the other sign
+    with pytest.raises(ValueError, match="margin"):
+        Claim("Δ", 0.01, (0.0, 0.02), kind="null")
+    with pytest.raises(ValueError, match="lo, hi"):
+        Claim("Δ", 0.01, (0.02, 0.0), kind="direction")
+    with pytest.raises(ValueError, match="kind"):
+        Claim("Δ", 0.01, (0.0, 0.02), kind="partly")
+
+
+def test_the_primary_claim_decides_and_secondary_ones_are_listed():
+    worse = Claim("clustered − baseline", -0.009, (-0.015, -0.003), reference=0.0172)
+    better = Claim("clustered − global", 0.0106, (0.004, 0.0171), kind="direction")
+    f = Finding.from_claims(worse, [better], checkpoint=12, title="t", claim="c", reference="r", ours="o")
+    assert f.verdict == "does not hold" and f.why.startswith("clustered − baseline")
+    assert [(c["role"], c["verdict"]) for c in f.claims] == [("primary", "does not hold"), ("secondary", "holds")]
+    assert "**Secondary claims**" in f.markdown() and "- **holds** (direction)" in f.markdown()
+    for row in f.claims:  # each listed claim re-judges to its own outcome from the inputs it records
+        fields = {k: row[k] for k in Claim.__dataclass_fields__}
+        assert judge(Claim(**fields)).verdict == row["verdict"]
 
 
 def test_finding_round_trips_through_notebook_outputs(tmp_path):
-    f = Finding.from_judgement(judge(0.02, (0.01, 0.03)), checkpoint=12, title="t", claim="c", reference="r", ours="o",
-                               numbers={"x": 1.5})
+    f = Finding.from_claims(Claim("Δ", 0.02, (0.012, 0.03), reference=REF), [Claim("Δ2", 0.0, (-0.01, 0.01), kind="direction")],
+                            checkpoint=12, title="t", claim="c", reference="r", ours="o", numbers={"x": 1.5})
     bundle = f._repr_mimebundle_()
     assert "holds" in bundle["text/markdown"]
     nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": bundle}]}]}
     path = tmp_path / "x.ipynb"
     path.write_text(json.dumps(nb))
     assert read_finding(path) == f
-    with pytest.raises(ValueError):
-        Finding(checkpoint=1, title="t", claim="c", reference="r", ours="o", verdict="maybe", why="")
+    for word in ("maybe", "partly", "untestable (fragile)"):
+        with pytest.raises(ValueError):
+            Finding(checkpoint=1, title="t", claim="c", reference="r", ours="o", verdict=word, why="")
+    assert "smaller than claimed (fragile)" in VERDICTS
 
 
 def test_stamp_changes_with_source_and_parameters(tmp_path):
@@ -84,7 +177,7 @@ def test_json_safe_replaces_non_finite_floats():
 
 
 def test_a_findings_numbers_are_strict_json():
-    f = Finding(checkpoint=18, title="t", claim="c", reference="r", ours="o", verdict="partly", why="w",
+    f = Finding(checkpoint=18, title="t", claim="c", reference="r", ours="o", verdict="inconclusive", why="w",
                 numbers={"p": np.float64("nan"), "ci": np.array([0.1, 0.2])})
     json.dumps(f._repr_mimebundle_()[MIME], allow_nan=False)  # raises on NaN
     assert f._repr_mimebundle_()[MIME]["numbers"] == {"p": None, "ci": [0.1, 0.2]}
@@ -103,3 +196,12 @@ def test_index_keeps_rows_of_notebooks_not_in_this_build(tmp_path):
     assert "new claim" in text and "stale" not in text  # executed here: replaced
     assert "| 06 | Adaptive depth + rescue cache | — | — | — | not built yet |" in text
     assert "0.8 min" in text and "Rows 05 are kept" in text  # 12 s + 36 s
+
+
+def test_index_asks_to_rebuild_a_notebook_judged_under_the_old_verdict_words(tmp_path):
+    src = discover(["03"])[0]
+    old = {"checkpoint": 3, "title": "t", "claim": "c", "reference": "r", "ours": "o", "verdict": "partly", "why": "w"}
+    (tmp_path / f"{src.stem}.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: old}}]}]}))
+    text = write_index(tmp_path, {}, tmp_path / "README.md").read_text()
+    assert "| 03 | Cross-encoder rerank of dense top-30 | — | — | — | not built yet (rebuild:" in text
