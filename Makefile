@@ -22,16 +22,16 @@ browser:
 	  { (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 || \
 	    echo "warning: could not install chromium (not root?); the browser test will be skipped"; }
 
-run: setup  ## main job: describe LoCoMo, the fold reranker (the first-run recipe is trained when none is on disk), its pools, systems table, RIF paper protocol
+run: setup  ## main job: describe LoCoMo, the fold reranker (the first-run recipe is trained when none is on disk), its pools (fp32 ONNX), systems table, RIF paper protocol
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab reranker ensure
-	$(BIN)/lethe-lab systems locomo
-	$(BIN)/lethe-lab rif run locomo --protocol paper --seeds 5
+	$(BIN)/lethe-lab systems locomo --backend onnx
+	$(BIN)/lethe-lab rif run locomo --backend onnx --protocol paper --seeds 5
 	@echo "Dashboard: run '$(BIN)/lethe-lab dashboard' and open http://127.0.0.1:8501"
 
 quick: setup  ## the same on the first two conversations (a few minutes)
-	$(BIN)/lethe-lab systems locomo --conversations 2
-	$(BIN)/lethe-lab rif run locomo --conversations 2 --protocol paper --seeds 1
+	$(BIN)/lethe-lab systems locomo --conversations 2 --backend onnx
+	$(BIN)/lethe-lab rif run locomo --conversations 2 --backend onnx --protocol paper --seeds 1
 
 reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 2 cores); `auto` then prefers it
 	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold

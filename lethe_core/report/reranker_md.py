@@ -47,7 +47,29 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
                      + (f"{minutes:.1f} min" if minutes is not None else "–") + f" | `{s.get('reranker_identity')}` | " + " | ".join(cells)
                      + " | " + (f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–") + " | "
                      + (f"{full['p_vs_rrf']:.4f}" if "p_vs_rrf" in full else "–") + " |")
-    return lines + ["", TEACHERS_END]
+    return lines + ["", *teacher_decision(systems), TEACHERS_END]
+
+
+def teacher_decision(systems: list[dict]) -> list[str]:
+    """Per dataset, the rule `make run` follows, read off the table: a cross-dataset teacher (one model, about a third
+    of two folds' training here) replaces the fold teacher only when its `full` beats `rrf` with a CI clear of zero."""
+    out = []
+    for dataset in dict.fromkeys(s["dataset"] for s in systems):
+        rows = {teacher_kind(s["reranker"], dataset).split(" ")[0]: s for s in systems if s["dataset"] == dataset}
+        if "fold" not in rows or "cross-dataset" not in rows:
+            continue
+        d = {k: next(r for r in v["systems"] if r["name"] == "full").get("delta_vs_rrf") for k, v in rows.items()}
+        if not all(d.values()):
+            continue
+        cross, fold = d["cross-dataset"], d["fold"]
+        clears = cross["ci"][0] > 0
+        out.append(f"- **{dataset}**: full − rrf is {cross['mean']:+.4f} [{cross['ci'][0]:+.4f}, {cross['ci'][1]:+.4f}] under the "
+                   f"cross-dataset teacher `{rows['cross-dataset']['reranker']}` and {fold['mean']:+.4f} [{fold['ci'][0]:+.4f}, "
+                   f"{fold['ci'][1]:+.4f}] under the fold teacher `{rows['fold']['reranker']}`: "
+                   + ("the cross-dataset teacher beats RRF with a CI clear of zero, so it could serve as the first-run teacher."
+                      if clears else "the cross-dataset teacher does not beat RRF, so the fold teacher stays the first-run teacher."))
+    return (["A cross-dataset teacher would replace the fold teacher of `make run` (one model instead of two folds) only "
+             "where its `full` beats `rrf` with a 95 % CI clear of zero:", "", *out, ""]) if out else []
 
 
 def teachers_block(document: str) -> list[str] | None:

@@ -230,8 +230,8 @@ def teacher_kind(reranker: str, dataset: str) -> str:
 
 
 def standard_runs(datasets: tuple[str, ...]) -> dict[tuple[str, str, str, str], Run]:
-    """The newest full run with every arm and the standard constants, second stage `ce`, of each (dataset, reranker,
-    logit reading, protocol)."""
+    """The newest full run with every arm and the standard constants, second stage `ce`, of each (dataset, reranker
+    identity, logit reading, protocol): another backend or another training of a teacher is another row."""
     chosen: dict[tuple[str, str, str, str], Run] = {}
     for r in list_runs()[0]:  # newest first
         s, c = r.summary, r.config
@@ -239,8 +239,16 @@ def standard_runs(datasets: tuple[str, ...]) -> dict[tuple[str, str, str, str], 
             continue
         if s.get("second_stage") != "ce" or any(float(c.get(k, v)) != v for k, v in STANDARD.items()):
             continue
-        chosen.setdefault((s["dataset"], s["reranker"], logit_reading(s), s["protocol"]), r)
+        chosen.setdefault((s["dataset"], s.get("reranker_identity") or s["reranker"], logit_reading(s), s["protocol"]), r)
     return chosen
+
+
+def teacher_cell(identity: str, dataset: str) -> str:
+    """`trained:x` (onnx) — fold (in-domain): the reranker, its inference backend and what kind of teacher it is."""
+    name, _, rest = identity.partition("|")
+    backend = rest.partition("|")[0].split(".")[0]
+    kind = teacher_kind(name, dataset)
+    return f"`{name}`" + (f" ({backend})" if backend else "") + (f" — {kind}" if kind else "")
 
 
 def _delta_cell(arm: dict | None, key: str = "delta_ndcg", p_key: str = "p_holm") -> str:
@@ -257,7 +265,7 @@ def inputs_section(datasets: tuple[str, ...]) -> list[str]:
     runs = standard_runs(datasets)
     if not runs:
         return []
-    order = sorted(runs, key=lambda k: (datasets.index(k[0]), not teacher_kind(k[1], k[0]).startswith("fold"), k[1],
+    order = sorted(runs, key=lambda k: (datasets.index(k[0]), not teacher_kind(k[1].partition("|")[0], k[0]).startswith("fold"), k[1],
                                         READING_ORDER.index(k[2]), PROTOCOLS.index(k[3])))
     lines = ["## Teacher origin and logit reading", "",
              "Does where the teacher was trained, or which logit RIF reads, change RIF's effect and its gap to the control arm? "
@@ -269,28 +277,53 @@ def inputs_section(datasets: tuple[str, ...]) -> list[str]:
              "| dataset | teacher | reading | protocol | control | " + " | ".join(MATRIX_ARMS) + " | clustered30-gap − control |",
              "|---" * (6 + len(MATRIX_ARMS)) + "|"]
     for key in order:
-        dataset, reranker, reading, protocol = key
+        dataset, identity, reading, protocol = key
         arms = {a["name"]: a for a in runs[key].summary["arms"]}
-        kind = teacher_kind(reranker, dataset)
-        lines.append(f"| {dataset} | `{reranker}`" + (f" — {kind}" if kind else "") + f" | {reading}"
+        lines.append(f"| {dataset} | {teacher_cell(identity, dataset)} | {reading}"
                      + (" (ablation)" if reading == "calibrated" else "") + f" | {protocol} | {_delta_cell(arms.get('control'))} | "
                      + " | ".join(_delta_cell(arms.get(a)) for a in MATRIX_ARMS) + " | "
                      + _delta_cell(arms.get("clustered30-gap"), "delta_vs_control", "p_vs_control") + " |")
-    return lines + [""]
+    return lines + ["", *inputs_reading(runs, order), ""]
+
+
+def inputs_reading(runs: dict, order: list) -> list[str]:
+    """The table read per (dataset, teacher), every figure from it: the held-out effect of each reading, and whether
+    clustered30-gap is above the baseline and the control arm (Holm p, then the unadjusted p against control)."""
+    out = []
+    for dataset, identity in dict.fromkeys((k[0], k[1]) for k in order):
+        def arm(reading, protocol, name):
+            run = runs.get((dataset, identity, reading, protocol))
+            return next((a for a in run.summary["arms"] if a["name"] == name), None) if run else None
+
+        parts = []
+        for name in ("clustered30-uniform", "clustered30-gap"):
+            raw, cal = arm("raw", "heldout", name), arm("calibrated", "heldout", name)
+            if raw and cal:
+                parts.append(f"{name} {cal['delta_ndcg']['mean']:+.4f} calibrated → {raw['delta_ndcg']['mean']:+.4f} raw")
+        above = [p for p in PROTOCOLS if (a := arm("raw", p, "clustered30-gap")) and a["p_holm"] is not None
+                 and a["p_holm"] < 0.05 and a["delta_ndcg"]["mean"] > 0]
+        below_ctrl = [p for p in PROTOCOLS if (a := arm("raw", p, "clustered30-gap")) and a.get("delta_vs_control")
+                      and (a.get("p_vs_control") or 1) < 0.05 and a["delta_vs_control"]["mean"] < 0]
+        ctrl = [p for p in PROTOCOLS if (a := arm("raw", p, "control")) and a["p_holm"] is not None and a["p_holm"] < 0.05
+                and a["delta_ndcg"]["mean"] > 0]
+        out.append(f"- **{dataset}**, {teacher_cell(identity, dataset)}: held out, " + ("; ".join(parts) or "no calibrated ablation run")
+                   + f". Raw reading: clustered30-gap above the baseline (Holm p < 0.05) under {', '.join(above) or 'no protocol'}; "
+                   f"the control arm above it under {', '.join(ctrl) or 'no protocol'}; clustered30-gap significantly below the "
+                   f"control arm (p < 0.05) under {', '.join(below_ctrl) or 'no protocol'}.")
+    return out
 
 
 def other_runs_section(datasets: tuple[str, ...], shown: tuple[str, str]) -> list[str]:
     """The full protocol tables of every other (dataset, teacher) under the raw reading, folded away."""
     runs = standard_runs(datasets)
-    pairs = sorted({(d, r) for d, r, reading, _ in runs if reading == "raw" and (d, r) != shown},
+    pairs = sorted({(d, i) for d, i, reading, _ in runs if reading == "raw" and (d, i) != shown},
                    key=lambda k: (datasets.index(k[0]), k[1]))
     out = []
-    for dataset, reranker in pairs:
-        kind = teacher_kind(reranker, dataset)
-        out += [f"<details><summary><b>{dataset}</b> · <code>{reranker}</code>" + (f" ({kind})" if kind else "")
-                + " · raw reading: the three protocols</summary>", ""]
+    for dataset, identity in pairs:
+        reranker = identity.partition("|")[0]
+        out += [f"<details><summary><b>{dataset}</b> · {teacher_cell(identity, dataset)} · raw reading: the three protocols</summary>", ""]
         for protocol in PROTOCOLS:
-            run = runs.get((dataset, reranker, "raw", protocol))
+            run = runs.get((dataset, identity, "raw", protocol))
             if run is None:
                 out += [f"_{protocol}: not run (`lethe-lab rif run {dataset} --reranker {reranker} --protocol {protocol} --seeds 5`)._", ""]
                 continue
@@ -309,7 +342,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
                          f"run `lethe-lab rif run {dataset} --protocol paper` first")
     paper = runs["paper"]
     reranker = paper.summary["reranker"]
-    runs = latest_runs(dataset, reranker, paper.summary["second_stage"], reading="raw")
+    runs = latest_runs(dataset, reranker, paper.summary["second_stage"], reading="raw", identity=paper.summary.get("reranker_identity"))
     datasets = (dataset, *[d for d in also if d != dataset])
     ctx = replay_context(paper)
     study = read_teacher_study(dataset, reranker)
@@ -324,7 +357,8 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
 
     s = paper.summary
     doc = [f"# RESULTS — {dataset}", "",
-           f"Generated by `lethe-lab rif report` on {date.today().isoformat()} from `data/results/` (regenerate with `make reproduce`). "
+           f"Generated by `lethe-lab rif report` on {date.today().isoformat()} from `data/results/` (the runs of `make matrix`, "
+           "and of `make reproduce` for the full recipe). "
            f"Reranker (teacher): **{reranker}**" + (f" ({teacher_kind(reranker, dataset)})" if teacher_kind(reranker, dataset) else "")
            + f", second stage **{s['second_stage']}**, RIF reads the **{LOGIT_READINGS[logit_reading(s)]}**; "
            f"{s['n_queries']:,} answerable queries over one global pool of {len(ctx.dataset.corpus):,} turns; seeds {s['seeds']} "
@@ -372,7 +406,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
         summary = json.loads(haystack.read_text())
         images = {n: os.path.relpath(FIGURES_DIR / f"{n}.svg", path.parent) for n in summary["charts"] if (FIGURES_DIR / f"{n}.svg").exists()}
         doc += [results_section(summary, images=images)]
-    doc += other_runs_section(datasets, (dataset, reranker))
+    doc += other_runs_section(datasets, (dataset, s.get("reranker_identity") or reranker))
     doc += [*changes_section(runs, sys_summary),
             "## Answers (section 8 of the RIF issue), read off the tables above", "", *answers(runs, len(ctx.dataset.corpus)), "",
             "## Reading the numbers", "", *interpretation(paper, study), "",

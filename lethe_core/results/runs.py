@@ -357,9 +357,9 @@ def replay_context(run: Run):
 
 
 def latest_runs(dataset: str, reranker: str | None = None, second_stage: str | None = None,
-                reading: str | None = None) -> dict[str, Run]:
-    """The newest full (not subset) run of each protocol of `dataset`, optionally of one reranker, second stage and
-    logit reading ("raw" or "calibrated")."""
+                reading: str | None = None, identity: str | None = None) -> dict[str, Run]:
+    """The newest full (not subset) run of each protocol of `dataset`, optionally of one reranker, second stage,
+    logit reading ("raw" or "calibrated") and reranker identity (weights and inference backend)."""
     runs, _ = list_runs()
     chosen: dict[str, Run] = {}
     for r in runs:  # newest first
@@ -367,6 +367,8 @@ def latest_runs(dataset: str, reranker: str | None = None, second_stage: str | N
         if s["dataset"] != dataset or (reranker and s["reranker"] != reranker) or r.config.get("conversations") or r.config.get("limit_queries"):
             continue
         if (second_stage and s.get("second_stage") != second_stage) or (reading and logit_reading(s) != reading):
+            continue
+        if identity and s.get("reranker_identity") != identity:
             continue
         chosen.setdefault(s["protocol"], r)
     return chosen

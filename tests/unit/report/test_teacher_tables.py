@@ -80,3 +80,14 @@ def test_inputs_table_has_one_row_per_teacher_reading_and_protocol(runs_home, mo
     assert teacher_kind("test:lexical", "synthetic-6000") == ""
     other = "\n".join(other_runs_section(("synthetic-6000",), ("locomo", "x")))
     assert "<details>" in other and "_paper: not run" in other and "**heldout**" in other
+
+
+def test_the_first_run_decision_is_read_off_the_table(monkeypatch):
+    from lethe_core.report import reranker_md
+
+    kinds = {"trained:fold": "fold (in-domain)", "trained:cross": "cross-dataset (trained on other)"}
+    monkeypatch.setattr(reranker_md, "teacher_kind", lambda spec, dataset: kinds[spec])
+    worse = reranker_md.teacher_decision([_systems("locomo", "trained:fold", 0.50), _systems("locomo", "trained:cross", 0.33)])
+    assert any("does not beat RRF, so the fold teacher stays" in line and "-0.0400 [-0.0600, -0.0200]" in line for line in worse)
+    better = reranker_md.teacher_decision([_systems("locomo", "trained:fold", 0.50), _systems("locomo", "trained:cross", 0.45)])
+    assert any("beats RRF with a CI clear of zero" in line for line in better)
