@@ -3,6 +3,10 @@
 Pages only read results and cached pools through lethe_core; nothing here runs a model. They live in
 `views/`, not `pages/`: Streamlit treats a `pages/` folder beside the entry script as a legacy multipage
 app, and a deep link to one of them on a fresh server then ran that file alone, without this frame.
+A URL names the page (its path) and the run and seed (`?run=&seed=`, state.py), so it reopens the same view.
+The favicon is a local file: a `:material/...` page icon makes the browser fetch it from a font CDN (the
+sidebar's material icons come from the font Streamlit ships). `.streamlit/config.toml` beside this file hides
+the developer toolbar (Deploy) wherever the server is started from.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import state  # noqa: E402
 
 from lethe_core.results.runs import ResultsError  # noqa: E402
 
-st.set_page_config(page_title="lethe-lab", page_icon=":material/psychology:", layout="wide")
+st.set_page_config(page_title="lethe-lab", page_icon=str(Path(__file__).resolve().parent / "static" / "favicon.png"), layout="wide")
 
 PAGES = [
     st.Page("views/overview.py", title="Overview", icon=":material/insights:", default=True),

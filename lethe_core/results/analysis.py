@@ -6,9 +6,13 @@ candidates themselves, the cached pools (`ReplayContext`); nothing runs a model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
+from lethe_core.datasets.splits import HELDOUT, PAPER, PREQUENTIAL
+from lethe_core.measures import stats
 from lethe_core.results.runs import Run
 from lethe_core.rif.protocols import ReplayContext, conversation_halves, run_frozen, run_heldout, run_prequential
 from lethe_core.rif.replay import Arm, retrieve
@@ -16,6 +20,9 @@ from lethe_core.rif.state import RIFParams, SuppressionState
 from lethe_core.retrieval.second_stage import teacher_order
 
 BEHAVIOURS = ("exact_episode", "sibling_confusion", "wrong_family")
+ANSWER = 10  # the answer list every metric here reads (NDCG@10) and the teacher's winners RIF learns from
+# Bootstrap resamples behind the CIs the pages draw: fewer than the reported tables' 10,000, since a page view recomputes them.
+VIEW_RESAMPLES = 2000
 
 
 def headline(run: Run) -> pd.DataFrame:
@@ -34,19 +41,46 @@ def headline(run: Run) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def first_seed(run: Run) -> pd.DataFrame:
+def paper_seed(run: Run) -> int:
+    """The run's first seed: the one its headline table and its suppression snapshots are for."""
+    return int(run.summary["seeds"][0])
+
+
+def seed_rows(run: Run, seed: int | None = None) -> pd.DataFrame:
+    """One seed's per-query rows (the paper seed by default): queries pair up between arms only within a seed."""
     pq = run.per_query
-    return pq[pq["seed"] == run.summary["seeds"][0]]
+    return pq[pq["seed"] == (paper_seed(run) if seed is None else seed)]
 
 
-def cluster_table(run: Run, arm: str) -> pd.DataFrame:
-    """Per cluster of `arm`: queries, baseline and arm NDCG@10, delta."""
-    pq = first_seed(run)
-    mine = pq[pq["arm"] == arm].set_index(["query_id", "split"])
-    base = pq[pq["arm"] == "baseline"].set_index(["query_id", "split"])["ndcg@10"].reindex(mine.index)
-    df = mine.assign(baseline=base.to_numpy()).reset_index()
-    out = df.groupby("cluster").agg(queries=("query_id", "size"), baseline=("baseline", "mean"), ndcg=("ndcg@10", "mean"))
-    return out.assign(delta=out["ndcg"] - out["baseline"]).reset_index()
+def first_seed(run: Run) -> pd.DataFrame:
+    return seed_rows(run)
+
+
+def query_deltas(run: Run, arm: str, seed: int | None = None) -> pd.DataFrame:
+    """Per query of `arm`: split, cluster, qtype, baseline and arm NDCG@10 and their difference, worst first, so a
+    picker can offer the queries the arm lost most on."""
+    pq = seed_rows(run, seed)
+    key = ["query_id", "split"]
+    mine = pq[pq["arm"] == arm].set_index(key)
+    base = pq[pq["arm"] == "baseline"].set_index(key)["ndcg@10"].reindex(mine.index)
+    out = pd.DataFrame({"cluster": mine["cluster"].astype(int), "qtype": mine["qtype"], "baseline": base, "ndcg": mine["ndcg@10"]})
+    out = out.assign(delta=out["ndcg"] - out["baseline"]).reset_index()
+    return out.sort_values(["delta", "query_id"], kind="stable").reset_index(drop=True)
+
+
+def cluster_table(run: Run, arm: str, seed: int | None = None, n_resamples: int = VIEW_RESAMPLES) -> pd.DataFrame:
+    """Per (split, cluster) of `arm`: queries (n), baseline and arm NDCG@10, and the paired delta with its 95 % bootstrap CI.
+
+    A cluster's mean delta over a handful of queries is mostly noise; the CI and n say how much. Clusters are fit per
+    split (held-out runs fit them on each half), so a cluster id means something only together with its split.
+    """
+    d = query_deltas(run, arm, seed)
+    rows = []
+    for (split, cluster), g in d.groupby(["split", "cluster"], sort=True):
+        ci = stats.bootstrap_ci(g["delta"].to_numpy(), n_resamples)
+        rows.append({"split": split, "cluster": int(cluster), "queries": len(g), "baseline": float(g["baseline"].mean()),
+                     "ndcg": float(g["ndcg"].mean()), "delta": ci.mean, "delta lo": ci.lo, "delta hi": ci.hi})
+    return pd.DataFrame(rows, columns=["split", "cluster", "queries", "baseline", "ndcg", "delta", "delta lo", "delta hi"])
 
 
 def snapshot_steps(run: Run, arm: str) -> list[int]:
@@ -54,18 +88,37 @@ def snapshot_steps(run: Run, arm: str) -> list[int]:
     return sorted(s.loc[s["arm"] == arm, "step"].unique().tolist())
 
 
-def suppression_matrix(run: Run, arm: str, step: int, top: int = 25, clusters: list[int] | None = None) -> pd.DataFrame:
-    """Clusters x the `top` most suppressed entries (summed over clusters) at one snapshot step."""
+def snapshot_splits(run: Run, arm: str) -> list[str]:
+    """The splits `arm` has snapshots for (held-out runs: one per direction, each with its own clusters)."""
+    s = run.snapshots
+    return sorted(s.loc[s["arm"] == arm, "split"].unique().tolist())
+
+
+def _top_matrix(long: pd.DataFrame, top: int, clusters: list[int] | None) -> pd.DataFrame:
+    """Clusters x the `top` entries with the most suppression summed over clusters, from (cluster, doc_id, value) rows;
+    columns are full entry ids, which stay distinct across conversations."""
+    if clusters:
+        long = long[long["cluster"].isin(clusters)]
+    if long.empty:
+        return pd.DataFrame()
+    best = long.groupby("doc_id")["value"].sum().nlargest(top).index
+    return long[long["doc_id"].isin(best)].pivot_table(index="cluster", columns="doc_id", values="value", fill_value=0.0)[list(best)]
+
+
+def suppression_matrix(run: Run, arm: str, step: int, top: int = 25, clusters: list[int] | None = None,
+                       split: str | None = None) -> pd.DataFrame:
+    """Clusters x the `top` most suppressed entries at one snapshot step of one split (the first by default)."""
     s = run.snapshots
     s = s[(s["arm"] == arm) & (s["step"] == step)]
-    if clusters:
-        s = s[s["cluster"].isin(clusters)]
     if s.empty:
         return pd.DataFrame()
-    first_split = s["split"].iloc[0]
-    s = s[s["split"] == first_split]
-    best = s.groupby("doc_id")["value"].sum().nlargest(top).index
-    return s[s["doc_id"].isin(best)].pivot_table(index="cluster", columns="doc_id", values="value", fill_value=0.0)[list(best)]
+    return _top_matrix(s[s["split"] == (split if split is not None else s["split"].iloc[0])], top, clusters)
+
+
+def state_matrix(values: np.ndarray, doc_ids: list[str], top: int = 25, clusters: list[int] | None = None) -> pd.DataFrame:
+    """`suppression_matrix` of a state array: the end of burn-in of a seed the snapshots do not hold (`suppression_states`)."""
+    k, n = np.nonzero(values > 0)
+    return _top_matrix(pd.DataFrame({"cluster": k, "doc_id": [doc_ids[i] for i in n], "value": values[k, n]}), top, clusters)
 
 
 def saturation(run: Run, n_entries: int) -> pd.DataFrame:
@@ -93,66 +146,193 @@ def final_state(run: Run, arm: str, n_entries: int, n_clusters: int, split: str 
     return np.zeros((n_clusters, n_entries))
 
 
-def chronic_false_positives(ctx: ReplayContext, run: Run, arm: str, cluster: int, top: int = 15) -> pd.DataFrame:
-    """Entries that most often entered the baseline reranker pool of this cluster's queries and were rejected.
+def arm_params(run: Run) -> RIFParams:
+    """The RIF parameters the run was made with (config.json), defaults for options older runs did not record."""
+    c, d = run.config, RIFParams()
+    return RIFParams(alpha=c.get("alpha", d.alpha), eta=c.get("eta", d.eta), decay=c.get("decay", d.decay),
+                     pool_size=c["pipeline"]["pool_size"], eager=bool(c.get("eager_decay", d.eager)),
+                     cap=c.get("cap", d.cap), reinforce=c.get("reinforce", d.reinforce))
 
-    rejected = in the top-P pool, not in the teacher's top-10 (what RIF reads) and not relevant; displaced = queries where
-    the entry held a pool slot while a relevant turn sat below the cut; rank before/after = the entry's
-    mean first-stage rank in the union without and with the arm's final suppression.
+
+def suppression_states(ctx: ReplayContext, run: Run, arm: str, seed: int | None = None) -> dict[str, np.ndarray]:
+    """`arm`'s suppression (clusters x entries) at the end of burn-in, per split, for one seed ({} for a non-RIF arm).
+
+    snapshots.parquet holds the paper seed only, so another seed's state is replayed from the cached pools: the same
+    burn-in (schedule, clusters, updates) the run made for that seed, nothing evaluated. A prequential run's state moves
+    with every query, so only its recorded snapshots exist: another seed raises ValueError.
+    """
+    if arm_kinds(run).get(arm, "rif") != "rif":
+        return {}
+    seed = paper_seed(run) if seed is None else seed
+    rows = seed_rows(run, seed)
+    rows = rows[rows["arm"] == arm]
+    k = int(rows["cluster"].max()) + 1 if len(rows) else 1
+    if seed == paper_seed(run):
+        return {split: final_state(run, arm, ctx.n_entries, k, split) for split in sorted(rows["split"].unique())}
+    protocol = run.summary["protocol"]
+    if protocol == PAPER:
+        trains = {"all": np.arange(len(ctx.pools.query_ids))}
+    elif protocol == HELDOUT:
+        a, b = conversation_halves(ctx)
+        trains = {"A->B": a, "B->A": b}
+    else:
+        raise ValueError(f"a {protocol} run's suppression changes with every query; only seed {paper_seed(run)}'s snapshots record it")
+    spec = next(a for a in run.summary["arms"] if a["name"] == arm)
+    rif = Arm(arm, "rif", int(spec["k"]), spec["rule"], arm_params(run), cues="entry" if arm.startswith("entry") else "query")
+    burn_in = int(run.summary["burn_in"])
+    out = {}
+    for split, train in trains.items():
+        snaps = run_frozen(ctx, [rif], seed, burn_in, train, np.empty(0, dtype=np.int64), split, snapshot_every=burn_in).snapshots
+        n = max([k, *(int(s["cluster"].max()) + 1 for s in snaps if len(s["cluster"]))])
+        values = np.zeros((n, ctx.n_entries))
+        for s in snaps:
+            values[s["cluster"], s["doc_idx"]] = s["value"]
+        out[split] = values
+    return out
+
+
+def scored_with_final_state(run: Run) -> bool:
+    """Whether each query was scored with its arm's end-of-burn-in state, the one these views read (paper, held-out); a
+    prequential query saw the state of its arrival instead."""
+    return run.summary["protocol"] != PREQUENTIAL
+
+
+AUDIT_QUERIES = ("query_id", "split", "cluster", "displaced", "still displaced")
+AUDIT_REJECTIONS = ("query_id", "split", "cluster", "doc_idx", "doc_id", "union rank", "rank after", "suppression", "displaced")
+
+
+def pool_audit(ctx: ReplayContext, run: Run, arm: str, seed: int | None = None,
+               states: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where the baseline's reranker pool went wrong for each query of `arm` (grouped by the arm's clusters).
+
+    queries: one row per query; displaced = a relevant union member sat below the baseline's pool cut, still displaced
+    = one sits outside the arm's pool too. rejections: one row per (query, entry) for the entries that held a baseline
+    pool slot but were neither relevant nor among the teacher's top-10 (what RIF penalises), with their 1-based union
+    rank before and after the arm's final suppression, that suppression, and whether the query was displaced.
     """
     p, j = ctx.pools, ctx.judgements
-    pq = first_seed(run)
-    rows = pq[(pq["arm"] == arm) & (pq["cluster"] == cluster)]
-    # Held-out runs fit clusters per direction: cluster ids only mean something within one split.
-    split = rows["split"].iloc[0] if len(rows) else None
-    rows = rows[rows["split"] == split]
-    state = final_state(run, arm, ctx.n_entries, cluster + 1, split)
-    alpha = run.config.get("alpha", 0.3)
-    P = run.config["pipeline"]["pool_size"]
+    rows = seed_rows(run, seed)
+    rows = rows[rows["arm"] == arm]
+    states = suppression_states(ctx, run, arm, seed) if states is None else states
+    params = arm_params(run)
+    P = params.pool_size
     pos = {q: i for i, q in enumerate(p.query_ids)}
-    stats: dict[int, dict] = {}
-    for qid in rows["query_id"].unique():
-        i = pos[qid]
-        r = p.rows(i)
-        docs, grade = p.doc_idx[r], j.grade[r]
+    ids = ctx.dataset.corpus.ids
+    queries, rejections = [], []
+    for qid, split, cluster in zip(rows["query_id"], rows["split"], rows["cluster"].astype(int)):
+        r = p.rows(pos[qid])
+        docs, relevant = p.doc_idx[r], j.grade[r] > 0
+        values = states.get(split)
+        s = values[cluster, docs] if values is not None else np.zeros(len(docs))
+        after = np.empty(len(docs), dtype=np.int64)
+        after[np.argsort(-(p.rrf[r] - params.alpha * s), kind="stable")] = np.arange(1, len(docs) + 1)
         pool = np.arange(min(P, len(docs)))
-        answer = set(pool[teacher_order(p.calibrated[r][pool])][:10].tolist())
-        adjusted = p.rrf[r] - alpha * state[cluster, docs]
-        rank_after = np.empty(len(docs), dtype=int)
-        rank_after[np.argsort(-adjusted, kind="stable")] = np.arange(len(docs))
-        relevant_below = bool((grade[P:] > 0).any())
-        for pos_in_union in pool:
-            if grade[pos_in_union] > 0 or pos_in_union in answer:
-                continue
-            d = int(docs[pos_in_union])
-            e = stats.setdefault(d, {"rejected": 0, "displaced": 0, "rank_before": [], "rank_after": [], "queries": []})
-            e["rejected"] += 1
-            e["displaced"] += int(relevant_below)
-            e["rank_before"].append(int(pos_in_union))
-            e["rank_after"].append(int(rank_after[pos_in_union]))
-            e["queries"].append(qid)
-    corpus = ctx.dataset.corpus
-    out = [{"doc_id": corpus.ids[d], "rejected": e["rejected"], "displaced": e["displaced"],
-            "rank before": float(np.mean(e["rank_before"])), "rank after": float(np.mean(e["rank_after"])),
-            "suppression": float(state[cluster, d]), "session": corpus[d].session_id, "conversation": corpus[d].conversation_id,
-            "text": corpus[d].text, "queries": e["queries"]} for d, e in stats.items()]
-    if not out:
-        return pd.DataFrame(columns=["doc_id", "rejected", "displaced", "rank before", "rank after", "suppression", "session", "conversation", "text", "queries"])
-    return pd.DataFrame(out).sort_values(["rejected", "suppression"], ascending=False).head(top).reset_index(drop=True)
+        answer = pool[teacher_order(p.calibrated[r][pool])][:ANSWER]
+        displaced = bool(relevant[P:].any())
+        queries.append((qid, split, cluster, displaced, bool((relevant & (after > P)).any())))
+        for m in np.setdiff1d(pool[~relevant[pool]], answer):
+            d = int(docs[m])
+            rejections.append((qid, split, cluster, d, ids[d], int(m) + 1, int(after[m]), float(s[m]), displaced))
+    return pd.DataFrame(queries, columns=list(AUDIT_QUERIES)), pd.DataFrame(rejections, columns=list(AUDIT_REJECTIONS))
 
 
-def trajectory(run: Run, arm: str, cluster: int, doc_ids: list[str]) -> pd.DataFrame:
+def _entry_counts(rejections: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    g = rejections.groupby(keys, sort=False)
+    out = g.agg(doc_id=("doc_id", "first"), rejected=("query_id", "size"), displaced=("displaced", "sum"),
+                rank_before=("union rank", "mean"), rank_after=("rank after", "mean"), suppression=("suppression", "max"),
+                queries=("query_id", list)).reset_index()
+    out = out.rename(columns={"rank_before": "rank before", "rank_after": "rank after"})
+    return out.sort_values(["displaced", "rejected", "suppression", "doc_id"], ascending=[False, False, False, True], kind="stable")
+
+
+def harm_ranking(queries: pd.DataFrame, rejections: pd.DataFrame) -> pd.DataFrame:
+    """Clusters ranked by the harm chronic false positives do there: the share of the cluster's queries displaced (a
+    relevant turn cut from the baseline pool while rejected entries held it), then the count; with the cluster's worst
+    entry (the one present in the most displaced queries), so the worst cluster and its culprit are one row."""
+    cols = ["split", "cluster", "queries", "displaced", "harm", "still displaced", "worst entry", "rejected for", "displaced with it"]
+    if queries.empty:
+        return pd.DataFrame(columns=cols)
+    out = queries.groupby(["split", "cluster"]).agg(queries=("query_id", "size"), displaced=("displaced", "sum"),
+                                                    still=("still displaced", "sum")).reset_index()
+    out = out.rename(columns={"still": "still displaced"}).assign(harm=lambda f: f["displaced"] / f["queries"])
+    worst = _entry_counts(rejections, ["split", "cluster", "doc_idx"]).drop_duplicates(["split", "cluster"])
+    worst = worst[["split", "cluster", "doc_id", "rejected", "displaced"]].rename(
+        columns={"doc_id": "worst entry", "rejected": "rejected for", "displaced": "displaced with it"})
+    out = out.merge(worst, on=["split", "cluster"], how="left")
+    out = out.sort_values(["harm", "displaced", "split", "cluster"], ascending=[False, False, True, True], kind="stable")
+    return out[cols].astype({"rejected for": "Int64", "displaced with it": "Int64"}).reset_index(drop=True)
+
+
+def chronic_entries(queries: pd.DataFrame, rejections: pd.DataFrame, split: str, cluster: int, corpus=None) -> pd.DataFrame:
+    """The entries rejected in one cluster, most harmful first: rejected for how many of the cluster's queries (`of`),
+    displaced = how many of those queries lost a relevant turn below the pool cut, mean union rank before and after the
+    arm's suppression, the suppression, the queries; with `corpus`, session, conversation and the full text."""
+    n = int(((queries["split"] == split) & (queries["cluster"] == cluster)).sum())
+    mine = rejections[(rejections["split"] == split) & (rejections["cluster"] == cluster)]
+    out = _entry_counts(mine, ["doc_idx"]).assign(of=n)
+    out = out[["doc_idx", "doc_id", "rejected", "of", "displaced", "rank before", "rank after", "suppression", "queries"]]
+    if corpus is not None:
+        out = out.assign(session=[corpus[int(d)].session_id for d in out["doc_idx"]],
+                         conversation=[corpus[int(d)].conversation_id for d in out["doc_idx"]],
+                         text=[corpus[int(d)].text for d in out["doc_idx"]])
+    return out.reset_index(drop=True)
+
+
+def trajectory(run: Run, arm: str, cluster: int, doc_ids: list[str], split: str | None = None) -> pd.DataFrame:
     s = run.snapshots
     s = s[(s["arm"] == arm) & (s["cluster"] == cluster) & (s["doc_id"].isin(doc_ids))]
-    return s[s["split"] == s["split"].iloc[0]][["step", "doc_id", "value"]] if len(s) else s[["step", "doc_id", "value"]]
+    if not len(s):
+        return s[["step", "doc_id", "value"]]
+    return s[s["split"] == (split if split is not None else s["split"].iloc[0])][["step", "doc_id", "value"]]
 
 
-def behaviour_table(run: Run, by: str | None = None) -> pd.DataFrame:
+def behaviour_table(run: Run, by: str | None = None, seed: int | None = None) -> pd.DataFrame:
     """Mean exact_episode / sibling_confusion / wrong_family (and abstain@T) per arm, optionally per `by` column."""
-    pq = first_seed(run)
+    pq = seed_rows(run, seed)
     cols = [*BEHAVIOURS, "abstain@0", "abstain@2", "abstain@4"]
     keys = ["arm"] + ([by] if by else [])
     return pq.groupby(keys)[cols].mean().reset_index()
+
+
+def paired_deltas(run: Run, metrics, seed: int | None = None, by: str | None = None, arms: list[str] | None = None,
+                  n_resamples: int = VIEW_RESAMPLES) -> pd.DataFrame:
+    """Per arm (and `by` group) and metric: n queries, mean(arm - baseline) over the same queries and its 95 % bootstrap CI.
+
+    Arms differ in their top-1 behaviour by a few points; drawn as shares on a 0-1 axis those differences vanish.
+    """
+    pq = seed_rows(run, seed)
+    key = ["query_id", "split"]
+    base = pq[pq["arm"] == "baseline"].set_index(key)
+    rows = []
+    for arm in arms if arms is not None else [a for a in run.arms if a != "baseline"]:
+        mine = pq[pq["arm"] == arm].set_index(key)
+        for metric in metrics:
+            d = pd.DataFrame({"delta": mine[metric].astype(float) - base[metric].astype(float).reindex(mine.index),
+                              "group": mine[by] if by else "all"}).dropna()
+            for group, g in d.groupby("group", sort=True):
+                ci = stats.bootstrap_ci(g["delta"].to_numpy(), n_resamples)
+                rows.append({"arm": arm, **({by: group} if by else {}), "metric": metric, "n": len(g),
+                             "delta": ci.mean, "lo": ci.lo, "hi": ci.hi})
+    return pd.DataFrame(rows, columns=["arm", *([by] if by else []), "metric", "n", "delta", "lo", "hi"])
+
+
+def abstention(run: Run, seed: int | None = None) -> tuple[pd.DataFrame, str | None]:
+    """Share of queries abstained on (top-1 score below T) per arm, for the thresholds that tell the arms apart.
+
+    A threshold at which every arm abstains on all queries, or on none, only says where the reranker's scores lie, not
+    what an arm did; those are left out and named in the returned line (the whole story when none is left).
+    """
+    pq = seed_rows(run, seed)
+    cols = [c for c in pq.columns if c.startswith("abstain@")]
+    table = pq.groupby("arm", sort=False)[cols].mean().reindex(run.arms)
+    flat = {c: float(table[c].iloc[0]) for c in cols if table[c].nunique() == 1 and float(table[c].iloc[0]) in (0.0, 1.0)}
+    if not flat:
+        return table.reset_index(), None
+    scale = f"top-1 scores run from {pq['top1_logit'].min():.2f} to {pq['top1_logit'].max():.2f}"
+    said = "; ".join(f"at T = {c.split('@', 1)[1]} every arm abstains on {share:.0%} of queries" for c, share in flat.items())
+    kept = [c for c in cols if c not in flat]
+    line = f"{said[:1].upper()}{said[1:]} ({scale})" + ("." if kept else ": abstention cannot tell the arms apart on this score scale.")
+    return table[kept].reset_index(), line
 
 
 def arm_kinds(run: Run) -> dict[str, str]:
@@ -174,31 +354,35 @@ def _rank1(rank0: np.ndarray) -> pd.Series:
     return pd.Series(np.asarray(rank0) + 1, dtype="Int64").where(np.asarray(rank0) >= 0)
 
 
-def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str) -> pd.DataFrame:
-    """Every union member of one query under `arm`, ranks 1-based, in adjusted first-stage order.
+def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str, seed: int | None = None,
+                    states: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Every union member of one query under `arm` (one seed, the paper seed by default), ranks 1-based, in adjusted
+    first-stage order.
 
-    bm25 / dense rank: the first-stage legs (<NA>: not retrieved by that leg); penalty: alpha x the arm's final
-    suppression (RIF arms; 0 otherwise); adjusted rank: first-stage (RRF) rank after the penalty; in pool: the member
-    went to the reranker (the top-P of the adjusted order, or the whole union for `control`); final rank: the
-    position in the arm's answer, the same order the replay scored (`per_query.parquet`'s top10), <NA> when the
-    member was cut from the reranker's pool. Built through the replay's own `retrieve`, so the kinds cannot drift apart.
+    union rank: the first-stage (RRF) rank before any suppression; bm25 / dense rank: the first-stage legs (<NA>: not
+    retrieved by that leg); penalty: alpha x the arm's final suppression (RIF arms; 0 otherwise); adjusted rank:
+    first-stage rank after the penalty; in pool: the member went to the reranker (the top-P of the adjusted order, or
+    the whole union for `control`); final rank: the position in the arm's answer, the same order the replay scored
+    (`per_query.parquet`'s top10), <NA> when the member was cut from the reranker's pool. Built through the replay's own
+    `retrieve`, so the kinds cannot drift apart. `states`: `suppression_states` of the arm and seed, when already at hand.
     """
     p, j = ctx.pools, ctx.judgements
     i = p.query_ids.index(query_id)
     r = p.rows(i)
     kind = arm_kinds(run).get(arm, "rif")
-    pq = first_seed(run)
-    row = pq[(pq["arm"] == arm) & (pq["query_id"] == query_id)]
+    rows = seed_rows(run, seed)
+    row = rows[(rows["arm"] == arm) & (rows["query_id"] == query_id)]
     cluster = int(row["cluster"].iloc[0]) if len(row) and kind == "rif" else 0
-    alpha = run.config.get("alpha", 0.3)
-    P = run.config["pipeline"]["pool_size"]
-    params = RIFParams(alpha=alpha, pool_size=P)  # eager decay cannot be replayed from snapshots: values as stored
+    params = replace(arm_params(run), eager=False)  # eager decay cannot be replayed from final values: values as stored
     state = None
     if kind == "rif":
-        state = SuppressionState(cluster + 1, ctx.n_entries, params)
-        state.values = final_state(run, arm, ctx.n_entries, cluster + 1, row["split"].iloc[0] if len(row) else None)
+        states = suppression_states(ctx, run, arm, seed) if states is None else states
+        values = states.get(row["split"].iloc[0]) if len(row) else None
+        values = np.zeros((cluster + 1, ctx.n_entries)) if values is None else values
+        state = SuppressionState(values.shape[0], ctx.n_entries, params)
+        state.values = values
     docs = p.doc_idx[r]
-    penalty = alpha * state.values[cluster, docs] if state is not None else np.zeros(len(docs))
+    penalty = params.alpha * state.values[cluster, docs] if state is not None else np.zeros(len(docs))
     adjusted = p.rrf[r] - penalty
     adj_rank = np.empty(len(docs), dtype=int)
     adj_rank[np.argsort(-adjusted, kind="stable")] = np.arange(len(docs))
@@ -209,11 +393,77 @@ def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str) -> pd
     in_pool[ret.pool] = True
     corpus = ctx.dataset.corpus
     out = pd.DataFrame({
-        "doc_id": [corpus.ids[d] for d in docs], "bm25 rank": _rank1(p.bm25_rank[r]), "dense rank": _rank1(p.dense_rank[r]),
+        "doc_id": [corpus.ids[d] for d in docs], "union rank": np.arange(1, len(docs) + 1),
+        "bm25 rank": _rank1(p.bm25_rank[r]), "dense rank": _rank1(p.dense_rank[r]),
         "rrf": p.rrf[r], "penalty": penalty, "adjusted rank": adj_rank + 1, "in pool": in_pool, "logit": p.calibrated[r],
         "final rank": _rank1(final_rank), "relevant": j.grade[r] > 0, "text": [corpus[d].text for d in docs],
     })
     return out.sort_values("adjusted rank").reset_index(drop=True)
+
+
+def _placed(final, before=None) -> str:
+    if pd.isna(final):
+        return "so the reranker never saw it"
+    final = int(final)
+    was = "" if before is None else " (baseline: not in its pool)" if pd.isna(before) else f" (baseline: {int(before)})"
+    return f"and the reranker put it at {final}{was}" + ("" if final <= ANSWER else f", outside the top {ANSWER}")
+
+
+def explain(table: pd.DataFrame, kind: str, pool_size: int, cluster: int | None = None, ndcg: tuple[float, float] | None = None,
+            n_relevant: int | None = None, baseline: pd.DataFrame | None = None) -> str:
+    """One sentence on why an arm's answer to one query differs from the baseline's, from its `candidate_table` (and the
+    baseline's, to say where the reranker had put the turn and which newcomers to the pool now outrank it).
+
+    It follows the relevant turn whose fate decides the outcome: the best-placed one that crossed the pool cut (into or
+    out of the reranker's pool), else the best-placed one, so a reader can check it against the table at a glance.
+    """
+    head = f"NDCG@10 {ndcg[0]:.3f} → {ndcg[1]:.3f}: " if ndcg is not None else ""
+    P = pool_size
+    rel = table[table["relevant"]]
+    if rel.empty:
+        if n_relevant == 0:
+            return f"{head}the query has no relevant turn, so every arm scores 0 on it."
+        return (f"{head}no relevant turn is in the first-stage union ({len(table)} candidates from BM25 and dense "
+                "retrieval), so no reranker pool and no suppression can reach one.")
+    where = f" in cluster {cluster}" if cluster is not None else ""
+    count = f" (1 of {len(rel)} in the union)" if len(rel) > 1 else ""
+    base = baseline.set_index("doc_id") if baseline is not None else None
+
+    def fate(row) -> str:
+        before = base.at[row["doc_id"], "final rank"] if base is not None else None
+        said = _placed(row["final rank"], before)
+        if base is None or pd.isna(row["final rank"]) or pd.isna(before) or int(row["final rank"]) <= int(before):
+            return said
+        new = table[table["in pool"] & ~table["doc_id"].map(base["in pool"]).fillna(False).astype(bool)]
+        above = int((new["final rank"] < row["final rank"]).sum())
+        return said + (f", with {above} {'entry' if above == 1 else 'entries'} new to the pool now above it" if above else "")
+
+    if kind == "control":
+        below = rel[rel["union rank"] > P]
+        focus = (below if len(below) else rel).sort_values(["final rank", "union rank"]).iloc[0]
+        turn, b = f"relevant turn {focus['doc_id']}{count}", int(focus["union rank"])
+        if len(below):
+            return (f"{head}control reranks the whole union: {turn} sits at union rank {b}, below the {P}-entry pool cut "
+                    f"the baseline applies, {fate(focus)}.")
+        return (f"{head}control reranks all {len(table)} union candidates instead of the top {P}, but every relevant turn already "
+                f"sat inside that pool: {turn} at union rank {b}, {fate(focus)}.")
+    crossed = rel[(rel["union rank"] <= P) != rel["in pool"]]
+    focus = (crossed if len(crossed) else rel).sort_values("union rank").iloc[0]
+    turn = f"relevant turn {focus['doc_id']}{count}"
+    b, a, pen = int(focus["union rank"]), int(focus["adjusted rank"]), float(focus["penalty"])
+    if a > b:
+        cut = (f"below the {P}-entry pool cut" if b <= P < a else f"still inside the {P}-entry pool" if a <= P
+               else f"already below the {P}-entry pool cut")
+        story = f"{turn} fell from union rank {b} to {a}, {cut}, after a penalty of {pen:.2g}{where}"
+    elif a < b:
+        passed = int(((table["union rank"] < b) & (table["adjusted rank"] > a)).sum())
+        cut = (f", into the {P}-entry pool" if a <= P < b else "" if a <= P else f", still below the {P}-entry pool cut")
+        story = (f"{turn} rose from union rank {b} to {a}{cut}, as {passed} {'entry' if passed == 1 else 'entries'} "
+                 f"above it were penalised{where}")
+    else:
+        side = "inside" if b <= P else "below"
+        story = f"{turn} stayed at union rank {b}, {side} the {P}-entry pool cut ({f'penalty {pen:.2g}' if pen > 0 else 'no penalty'}{where})"
+    return f"{head}{story}, {fate(focus)}."
 
 
 def what_if(ctx: ReplayContext, alpha: float, eta: float, k: int, rule: str, protocol: str = "paper", seed: int = 42,

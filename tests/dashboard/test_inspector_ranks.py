@@ -5,6 +5,7 @@ so its "final rank" contradicted the control top-10 printed below it. per_query.
 in answer order, per arm) is the ground truth.
 """
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,7 +13,8 @@ from dash_support import messages
 
 from lethe_core.experiments.rif import RIFExperiment
 from lethe_core.experiments.setup import DataSpec
-from lethe_core.results.analysis import arm_kinds, candidate_table, first_seed, rif_arms
+from lethe_core.results import analysis
+from lethe_core.results.analysis import arm_kinds, candidate_table, first_seed, rif_arms, seed_rows, suppression_states
 from lethe_core.results.runs import list_runs, replay_context
 from lethe_core.retrieval.pipeline import PipelineConfig
 
@@ -115,3 +117,28 @@ def test_inspector_page_without_a_control_arm(app_at, tmp_path, monkeypatch):
     assert {s.label: s for s in at.selectbox}["RIF arm"].options == ["clustered10-gap"]
     shown = [m.value.split("`")[1] for m in at.markdown if "**" in m.value and "`" in m.value and m.value[:1] in "✅▫"]
     assert _disagreements(at.dataframe[0].value, shown[len(shown) // 2:]) == []
+
+
+@pytest.mark.parametrize("arm", ["clustered10-gap", "global-uniform"])
+def test_another_seeds_replayed_suppression_gives_its_recorded_top10(loaded, arm):
+    """Snapshots hold the paper seed only; the inspector replays another seed's burn-in, which must land on what that seed scored."""
+    run, ctx = loaded
+    seed = run.summary["seeds"][1]
+    states = suppression_states(ctx, run, arm, seed)
+    ids = ctx.dataset.corpus.ids
+    rows = seed_rows(run, seed)
+    rows = rows[rows["arm"] == arm]
+    bad = [qid for qid, top in zip(rows["query_id"], rows["top10"])
+           if _disagreements(candidate_table(ctx, run, arm, qid, seed, states), [ids[int(d)] for d in top])]
+    assert not bad, f"{len(bad)} of {len(rows)} queries of seed {seed} disagree with its top10, e.g. {bad[0]}"
+    assert not np.array_equal(states["all"], suppression_states(ctx, run, arm)["all"])  # not the paper seed's state read again
+
+
+def test_replaying_the_paper_seed_reproduces_its_snapshots(loaded, monkeypatch):
+    run, ctx = loaded
+    recorded = suppression_states(ctx, run, "clustered30-gap")
+    monkeypatch.setattr(analysis, "paper_seed", lambda run: -1)  # no seed is "recorded": every state is replayed
+    replayed = suppression_states(ctx, run, "clustered30-gap", run.summary["seeds"][0])
+    assert recorded.keys() == replayed.keys() == {"all"}
+    k = recorded["all"].shape[0]
+    assert recorded["all"].any() and np.array_equal(recorded["all"], replayed["all"][:k]) and not replayed["all"][k:].any()
