@@ -40,7 +40,7 @@ def fails(capsys, home, *args):
     (("rif", "run", *SYN, "--alpha", "-5"), "--alpha must be >= 0, got -5.0"),
     (("rif", "run", *SYN, "--eta", "-0.1"), "--eta must be >= 0, got -0.1"),
     (("rif", "sweep", *SYN, "--seeds", "0"), "--seeds must be >= 1, got 0"),
-    (("reranker", "train", "locomo", "--folds", "1"), "--folds must be >= 2, got 1"),
+    (("reranker", "train", "locomo", "--folds", "0"), "--folds must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--epochs", "0"), "--epochs must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--negatives", "0"), "--negatives must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--budget", "0"), "--budget must be a fraction in (0, 1], got 0.0"),

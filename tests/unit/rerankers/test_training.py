@@ -105,7 +105,7 @@ def test_systems_report_per_fold_results(trained, monkeypatch):
     monkeypatch.setenv("LETHE_HOME", str(home))
     s = SystemsExperiment(DataSpec("synthetic:3000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"),
                                    backend="torch", progress=False)).run()
-    assert s["reranker"] == "trained:tiny" and s["calibrated"] is True
+    assert s["reranker"] == "trained:tiny" and s["calibrated"] is False and s["logit_reading"] == "raw"
     assert sum(f["n_queries"] for f in s["per_fold"]) == s["n_queries"]
     assert {f["fold"] for f in s["per_fold"]} == {0, 1}
     assert all("p_vs_rrf" in row for row in s["systems"] if row["name"] != "rrf")
