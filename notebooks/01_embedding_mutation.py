@@ -44,7 +44,8 @@ burn_in = None
 eval_every = None
 
 # %% [markdown]
-# `burn_in` is the number of usage-stream steps (None: 1,000); `eval_every` None evaluates every steps / 4.
+# `burn_in` is the number of usage-stream steps (None: the full study's length, see the header); `eval_every` None
+# evaluates every steps / 4.
 
 # %%
 import pandas as pd
@@ -52,6 +53,7 @@ import pandas as pd
 from lethe_core.util import figures
 from lethe_core.report.checkpoints import Finding, relative_effect, replay_claim
 from lethe_core.experiments.setup import DataSpec
+from lethe_core.mechanisms.embedding_mutation import MutationParams
 from lethe_core.experiments.mutation_study import (MutationStudy, curve_figures, curve_table, drift_figures, drift_table,
                                                    final_figure, final_table)
 
@@ -114,13 +116,14 @@ final_figure(summary)
 # %% [markdown]
 # ## Drift off the encoder's manifold
 #
-# For the turns mutated at least once: mean cosine to their original embedding (the anchor keeps it ≥ 0.7 per
-# accepted mutant), and the share of their 10 nearest neighbours that are the same as under the original vectors.
+# For the turns mutated at least once: mean cosine to their original embedding (`anchor`, printed below, bounds it
+# per accepted mutant), and the share of their 10 nearest neighbours that are the same as under the original vectors.
 # Averaged over seeds (and the two held-out directions); bands: min–max over seeds.
 
 # %%
 for fig in drift_figures(summary):
     fig.show()
+print(f"anchor = {MutationParams().anchor} (minimum cosine of an accepted mutant to the original vector)")
 drift = drift_table(summary)
 display(drift[drift["step"] == steps][["protocol", "arm", "touched", "mutations_tried", "mutations_accepted", "tier_naive",
                                        "tier_gc", "tier_memory", "tier_apoptotic", "anchor_cos", "nn_overlap"]].round(3))
@@ -128,9 +131,9 @@ display(drift[drift["step"] == steps][["protocol", "arm", "touched", "mutations_
 # %% [markdown]
 # ## NFCorpus (the reference's setting)
 #
-# Full parameters only; held-out is a seeded half split of the 323 queries (NFCorpus has no conversations). The
-# reference's 0.3165 is dense retrieval without a reranker, so the figure and the verdict read our dense system here
-# (the reranked rows are in the table).
+# Full parameters only; held-out is a seeded half split of the queries (NFCorpus has no conversations). The
+# reference's static NDCG@10 is dense retrieval without a reranker, so the figure and the verdict read our dense
+# system here (the reranked rows are in the table).
 
 # %%
 if nf:
@@ -154,7 +157,7 @@ fig
 # mutants take the vectors (the anchor bounds each accepted mutant against the original, not the walk's endpoint
 # against the encoder's neighbourhood structure, which the neighbour overlap measures).
 #
-# On NFCorpus compare like with like: the reference's static 0.3165 is the *dense* system (our dense static is in
+# On NFCorpus compare like with like: the reference's static NDCG@10 is the *dense* system (our dense static is in
 # the final-step table), while the reranked rows use our cross-encoder, trained on LoCoMo chat, which is out of domain
 # on medical abstracts and ranks well below dense retrieval there. A mutation that perturbs the dense top-30 can then
 # "help" the reranked system merely by feeding a poor teacher different candidates. So on NFCorpus the verdict reads

@@ -88,21 +88,22 @@ figures.line_ci(curve, "step", "delta", "lo", "hi", "Routing minus static, NDCG@
 # %% [markdown]
 # ## The index at the end of the burn-in
 #
-# Mean over seeds (held-out: per direction). The reference's 4,345 routes / 1,763 memory-tier come from 2,000 steps
-# on LongMemEval (500 queries, 199,509 turns); LoCoMo's clusters are fewer and its unions smaller.
+# Mean over seeds (held-out: per direction). The reference's route counts (printed below) come from its burn-in on
+# LongMemEval S, a corpus far larger than LoCoMo, so fewer clusters and smaller unions are to be expected here.
 
 # %%
 routes = pd.DataFrame(summary["routes"])
 display(routes.round(1))
 print(f"reference: {REFERENCE['routes']:,} routes, {REFERENCE['memory']:,} memory-tier after {REFERENCE['steps']:,} steps")
+print(f"new_cluster_cos = {study.params.new_cluster_cos} (a query joins its nearest cluster at or above this cosine)")
 
 # %% [markdown]
-# Why routing cannot help much here and can hurt: a route only points at a turn one query of the cluster liked; it
-# is injected into the pool of *other* queries of the same cluster (a cluster at cosine ≥ 0.7 mixes questions about
-# different facts and, in the global scope, different conversations). The reranker then has to rank those injected
-# turns below the query's own candidates; every time it fails, an injected turn pushes a relevant one out of the top
-# 10. Under the reference's protocol the same queries that created a route are evaluated on it, which favours
-# routing; the held-out protocol removes that advantage.
+# Why routing cannot help much here and can hurt: a route only points at a turn one query of the cluster liked; it is
+# injected into the pool of *other* queries of the same cluster (a cluster, joined at cosine ≥ `new_cluster_cos`,
+# mixes questions about different facts and, in the global scope, different conversations). The reranker then has to
+# rank those injected turns below the query's own candidates; every time it fails, an injected turn pushes a relevant
+# one out of the top 10. Under the reference's protocol the same queries that created a route are evaluated on it,
+# which favours routing; the held-out protocol removes that advantage.
 
 # %% [markdown]
 # ## Verdict

@@ -35,12 +35,14 @@ rule = "uniform"  # the reference's run.py / run_sweep.py use the original rule
 # %%
 import pandas as pd
 import plotly.express as px
+from IPython.display import Markdown
 
 from lethe_core.util import figures
 from lethe_core.report.checkpoints import Claim, Finding, fmt_ci, relative_effect, replay_claim
 from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
+from lethe_core.results.analysis import replay_example
 
 figures.setup_notebook()
 data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
@@ -48,7 +50,8 @@ data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversatio
 ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=False)
 seed_list = [PAPER_SEED + s for s in range(seeds)]
 configs = list(rs.REFERENCE_SWEEP)
-replays = rs.replay(ctx, rs.config_arms(rs.REFERENCE_SWEEP, k=1, rule=rule), ("paper", "heldout"), seed_list, info["burn_in"])
+arms = rs.config_arms(rs.REFERENCE_SWEEP, k=1, rule=rule)
+replays = rs.replay(ctx, arms, ("paper", "heldout"), seed_list, info["burn_in"])
 table = rs.delta_table(replays.rows)
 print(f"{len(ctx.pools.query_ids)} queries, reranker {info['reranker']}, burn-in {info['burn_in']}, seeds {seed_list}, rule {rule}")
 
@@ -118,6 +121,19 @@ display(supp.round(0))
 # query at once (most of the corpus ends the burn-in suppressed). Larger α / rate / max only sharpen that block list.
 # Under the held-out protocol the burn-in cannot have seen the evaluated questions, which removes the part of the
 # paper-protocol figure that came from suppressing distractors of the very queries evaluated.
+
+# %% [markdown]
+# ## One question, before and after suppression
+#
+# The default configuration (v1) held out, first seed: the question whose NDCG@10 it changed most against the
+# baseline. The table lists its relevant turns, the turns the global list pushed out of (or pulled into) the
+# reranker's pool, and the penalised turns that held a baseline pool slot, each with its rank before → after; the
+# sentence follows the relevant turn.
+
+# %%
+example = replay_example(ctx, next(a for a in arms if a.name == "v1"), replays.rows, "heldout", seed_list[0], info["burn_in"])
+display(Markdown(example.sentence))
+display(example.table)
 
 # %% [markdown]
 # ## Verdict

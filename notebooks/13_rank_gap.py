@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 import plotly.express as px
 
+from IPython.display import Markdown
+
 from lethe_core.util import figures
 
 from lethe_core.measures import stats
@@ -44,6 +46,7 @@ from lethe_core.experiments import rif_sweep as rs
 from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
 from lethe_core.rif import mechanism as mech
+from lethe_core.results.analysis import replay_example
 from lethe_core.rif.replay import Arm
 
 figures.setup_notebook()
@@ -100,7 +103,7 @@ display(reductions_table.round(3))
 # %% [markdown]
 # ## The block-list mechanism
 #
-# RRF scores of a union span about 0.011–0.033. One update adds `α · Δs` to a rejected entry's penalty for its cluster;
+# RRF scores of a union span a narrow range (printed below). One update adds `α · Δs` to a rejected entry's penalty for its cluster;
 # when that is at least the union's RRF range, the entry falls below every unpenalised candidate — out of the top-30
 # for the next query of the cluster, and with lazy decay it stays out. The log below is the paper burn-in of
 # `clustered{mechanism_k}` (first seed), replayed step by step; `out after` = outside the top-30 of the same query
@@ -158,6 +161,21 @@ print(f"uniform {uniform_pairs:,} pairs, gap {gap_pairs:,}: {uniform_pairs - gap
 # NDCG difference between the rules is what removing those updates buys, measured here against the same queries.
 
 # %% [markdown]
+# ## One question, before and after suppression
+#
+# The rank-gap arm held out, first seed: the question whose NDCG@10 it changed most against the baseline. The table
+# lists its relevant turns, the turns its cluster's suppression pushed out of (or pulled into) the reranker's pool,
+# and the penalised turns that held a baseline pool slot, each with its rank before → after; the sentence follows the
+# relevant turn.
+
+# %%
+k_v = 30 if 30 in k_list else max(k_list)
+example = replay_example(ctx, next(a for a in arms if a.name == f"{names[k_v]}-gap"), replays.rows, "heldout", seed_list[0],
+                         info["burn_in"])
+display(Markdown(example.sentence))
+display(example.table)
+
+# %% [markdown]
 # ## Verdict
 
 # %%
@@ -168,7 +186,6 @@ def pick(frame, protocol, k):
 # The reference (CK13, LongMemEval S): clustered30 NDCG@10 0.3152 (gap) vs 0.3132 (original = uniform); 5,141 vs 8,166
 # suppressed (cluster, entry) pairs.
 REF = {"gap": 0.3152, "uniform": 0.3132, "gap_pairs": 5141, "uniform_pairs": 8166}
-k_v = 30 if 30 in k_list else max(k_list)
 held, paper = pick(contrasts, "heldout", k_v), pick(contrasts, "paper", k_v)
 fewer = reductions[("paper", k_v)]
 uniform_mean = {p: table[(table["protocol"] == p) & (table["arm"] == f"{names[k_v]}-uniform")]["value"].iloc[0] for p in protocols}

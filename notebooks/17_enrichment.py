@@ -105,7 +105,7 @@ figures.bar_ci(buckets, "bucket", "ndcg@10", "lo", "hi", "Leak vs qrels-blind tw
 # ## Verdict
 #
 # Judged on the honest arms only (every turn enriched, nothing selected with labels), each an effect claim against no
-# enrichment: at least half the reference's relative overall gain (0.312 → 0.324: its covered bucket is defined by the
+# enrichment: at least half the reference's relative overall gain (figures in the header; its covered bucket is defined by the
 # labels), scaled to our NDCG@10 without enrichment, with the conversation-level CI. Primary: the observations arm
 # (LLM-written text, as the reference's); secondary: the heuristic arm. Where it does not hold, the likely reasons are the
 # enrichment text (LoCoMo's observations cover only part of the turns and the heuristic writes no gist or

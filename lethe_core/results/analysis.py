@@ -6,7 +6,7 @@ candidates themselves, the cached pools (`ReplayContext`); nothing runs a model.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -366,19 +366,27 @@ def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str, seed:
     (`per_query.parquet`'s top10), <NA> when the member was cut from the reranker's pool. Built through the replay's own
     `retrieve`, so the kinds cannot drift apart. `states`: `suppression_states` of the arm and seed, when already at hand.
     """
-    p, j = ctx.pools, ctx.judgements
-    i = p.query_ids.index(query_id)
-    r = p.rows(i)
+    i = ctx.pools.query_ids.index(query_id)
     kind = arm_kinds(run).get(arm, "rif")
     rows = seed_rows(run, seed)
     row = rows[(rows["arm"] == arm) & (rows["query_id"] == query_id)]
     cluster = int(row["cluster"].iloc[0]) if len(row) and kind == "rif" else 0
-    params = replace(arm_params(run), eager=False)  # eager decay cannot be replayed from final values: values as stored
-    state = None
+    params = arm_params(run)
+    values = None
     if kind == "rif":
         states = suppression_states(ctx, run, arm, seed) if states is None else states
         values = states.get(row["split"].iloc[0]) if len(row) else None
         values = np.zeros((cluster + 1, ctx.n_entries)) if values is None else values
+    return _candidates(ctx, i, Arm(arm, kind, params=params), values, cluster)
+
+
+def _candidates(ctx: ReplayContext, i: int, arm: Arm, values: np.ndarray | None, cluster: int) -> pd.DataFrame:
+    """`candidate_table` of query position `i` under `arm` with the suppression `values` (clusters x entries; None: none)."""
+    p, j = ctx.pools, ctx.judgements
+    r = p.rows(i)
+    params = replace(arm.params, eager=False)  # eager decay cannot be replayed from final values: values as stored
+    state = None
+    if values is not None:
         state = SuppressionState(values.shape[0], ctx.n_entries, params)
         state.values = values
     docs = p.doc_idx[r]
@@ -386,7 +394,7 @@ def candidate_table(ctx: ReplayContext, run: Run, arm: str, query_id: str, seed:
     adjusted = p.rrf[r] - penalty
     adj_rank = np.empty(len(docs), dtype=int)
     adj_rank[np.argsort(-adjusted, kind="stable")] = np.arange(len(docs))
-    ret = retrieve(p, i, Arm(arm, kind, params=params), state, cluster, 0, ctx.mode)
+    ret = retrieve(p, i, replace(arm, params=params), state, cluster, 0, ctx.mode)
     final_rank = np.full(len(docs), -1)
     final_rank[ret.order] = np.arange(len(ret.order))
     in_pool = np.zeros(len(docs), dtype=bool)
@@ -464,6 +472,130 @@ def explain(table: pd.DataFrame, kind: str, pool_size: int, cluster: int | None 
         side = "inside" if b <= P else "below"
         story = f"{turn} stayed at union rank {b}, {side} the {P}-entry pool cut ({f'penalty {pen:.2g}' if pen > 0 else 'no penalty'}{where})"
     return f"{head}{story}, {fate(focus)}."
+
+
+EXAMPLE_ROWS = 12  # rows of an example question's table
+EXAMPLE_TEXT = 70  # characters of a turn's text shown there
+
+
+@dataclass
+class Example:
+    """One real question a notebook shows: its candidates before (baseline) and after the arm's suppression, one sentence."""
+
+    query_id: str
+    split: str
+    cluster: int
+    ndcg: tuple[float, float]  # baseline, arm
+    table: pd.DataFrame
+    sentence: str
+
+
+def pick_example(deltas: pd.DataFrame) -> pd.Series:
+    """The example among per-query rows (query_id, delta = arm − baseline NDCG@10): the largest |delta|, the larger loss
+    first on a tie, then the query id, so the choice is a stated rule and the same on every build."""
+    order = deltas.assign(_size=-deltas["delta"].abs()).sort_values(["_size", "delta", "query_id"], kind="stable")
+    return order.iloc[0].drop("_size")
+
+
+def _arrow(before, after) -> str:
+    def said(v):
+        return "—" if pd.isna(v) else str(int(v))
+    return f"{said(before)} → {said(after)}"
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def example_table(mine: pd.DataFrame, base: pd.DataFrame, top: int = EXAMPLE_ROWS, width: int = EXAMPLE_TEXT) -> pd.DataFrame:
+    """At most `top` candidates of one question from the arm's and the baseline's `candidate_table`s: the relevant turns,
+    then those that crossed the pool cut, then the penalised ones that held a baseline pool slot, then the arm's answer
+    and the baseline's; ordered by the arm's answer rank (cut from the pool last), each with its first-stage rank, pool
+    membership and answer rank before → after, its penalty and its text shortened."""
+    m, b = mine.set_index("doc_id"), base.set_index("doc_id").reindex(mine["doc_id"])
+    crossed = m["in pool"].to_numpy() != b["in pool"].to_numpy()
+    penalised = (m["penalty"].to_numpy() > 0) & b["in pool"].to_numpy()
+    groups = [m.index[m["relevant"].to_numpy()], m.index[crossed], m[penalised].sort_values("union rank").index,
+              m.sort_values("final rank", na_position="last").index, b.sort_values("final rank", na_position="last").index]
+    chosen = list(dict.fromkeys(d for g in groups for d in g))[:top]
+    m, b = m.loc[chosen], b.loc[chosen]
+    out = pd.DataFrame({
+        "turn": chosen, "relevant": np.where(m["relevant"], "yes", ""), "penalty": m["penalty"].round(4).to_numpy(),
+        "first-stage rank": [_arrow(x, y) for x, y in zip(m["union rank"], m["adjusted rank"])],
+        "reranker pool": [f"{'in' if x else 'out'} → {'in' if y else 'out'}" for x, y in zip(b["in pool"], m["in pool"])],
+        "answer rank": [_arrow(x, y) for x, y in zip(b["final rank"], m["final rank"])],
+        "text": [_short(t, width) for t in m["text"]],
+        "_after": m["final rank"].to_numpy(), "_adjusted": m["adjusted rank"].to_numpy()})
+    out = out.sort_values(["_after", "_adjusted"], na_position="last", kind="stable")
+    return out.drop(columns=["_after", "_adjusted"]).reset_index(drop=True)
+
+
+def _example(ctx: ReplayContext, arm: str, pick: pd.Series, seed: int, mine: pd.DataFrame, base: pd.DataFrame,
+             cluster_values: np.ndarray | None, pool_size: int, top: int) -> Example:
+    qid, cluster = str(pick["query_id"]), int(pick["cluster"])
+    i = ctx.pools.query_ids.index(qid)
+    ndcg = (float(pick["baseline"]), float(pick["ndcg"]))
+    why = (f"the question whose NDCG@10 {arm} changed most against the baseline on seed {seed}" if pick["delta"] != 0
+           else f"no question's NDCG@10 moved under {arm} on seed {seed}, so the first by id")
+    said = explain(mine, "rif", pool_size, cluster, ndcg, int(ctx.judgements.n_relevant[i]), base)
+    listed = np.flatnonzero(cluster_values > 0) if cluster_values is not None else np.empty(0, dtype=np.int64)
+    here = mine["penalty"].to_numpy() > 0
+    held = int((here & base.set_index("doc_id").reindex(mine["doc_id"])["in pool"].to_numpy()).sum())
+    suppressed = (f" Its cluster's list suppresses {len(listed)} {'turn' if len(listed) == 1 else 'turns'}: "
+                  f"{int(here.sum())} of this question's {len(mine)} candidates, {held} of them in the baseline's pool.")
+    sentence = (f"Example ({why}): {qid} “{ctx.queries[qid].text}” (split {pick['split']}, cluster {cluster}). "
+                f"{said[:1].upper()}{said[1:]}{suppressed}")
+    return Example(qid, str(pick["split"]), cluster, ndcg, example_table(mine, base, top), sentence)
+
+
+def replay_example(ctx: ReplayContext, arm: Arm, rows: pd.DataFrame, protocol: str, seed: int, burn_in: int,
+                   top: int = EXAMPLE_ROWS) -> Example:
+    """The example question of `arm` (`pick_example`) among replay rows (`rif_sweep.replay`: protocol, seed, split, arm,
+    query_id, cluster, ndcg@10; a `baseline` arm beside it) of a frozen protocol (paper, held-out) and one seed.
+
+    The arm's end-of-burn-in state is replayed for the question's split alone (the same clusters and schedule as the rows'
+    replay); the NDCG@10 that state scores must be the row's, or ValueError.
+    """
+    r = rows[(rows["protocol"] == protocol) & (rows["seed"] == seed)]
+    key = ["split", "query_id"]
+    mine_rows = r[r["arm"] == arm.name].set_index(key)
+    base_ndcg = r[r["arm"] == "baseline"].set_index(key)["ndcg@10"].reindex(mine_rows.index)
+    deltas = pd.DataFrame({"cluster": mine_rows["cluster"], "baseline": base_ndcg, "ndcg": mine_rows["ndcg@10"]}).reset_index()
+    pick = pick_example(deltas.assign(delta=deltas["ndcg"] - deltas["baseline"]))
+    i = ctx.pools.query_ids.index(pick["query_id"])
+    if protocol == PAPER:
+        train = np.arange(len(ctx.pools.query_ids))
+    elif protocol == HELDOUT:
+        a, b = conversation_halves(ctx)
+        train = a if i in set(b.tolist()) else b
+    else:
+        raise ValueError(f"a {protocol} replay's suppression changes with every query; examples need a frozen protocol")
+    res = run_frozen(ctx, [arm], seed, burn_in, train, np.array([i]), str(pick["split"]), snapshot_every=burn_in)
+    scored = res.rows[0]
+    if not np.isclose(scored["ndcg@10"], pick["ndcg"]) or scored["cluster"] != int(pick["cluster"]):
+        raise ValueError(f"replaying {arm.name} on {pick['query_id']} gives NDCG@10 {scored['ndcg@10']:.4f} in cluster "
+                         f"{scored['cluster']}, the rows {pick['ndcg']:.4f} in cluster {int(pick['cluster'])}")
+    cluster = int(pick["cluster"])
+    values = np.zeros((max([cluster + 1, *(int(s["cluster"].max()) + 1 for s in res.snapshots if len(s["cluster"]))]), ctx.n_entries))
+    for s in res.snapshots:
+        values[s["cluster"], s["doc_idx"]] = s["value"]
+    mine = _candidates(ctx, i, arm, values, cluster)
+    base = _candidates(ctx, i, Arm("baseline", "baseline", params=arm.params), None, 0)
+    return _example(ctx, arm.name, pick, seed, mine, base, values[cluster], arm.params.pool_size, top)
+
+
+def run_example(ctx: ReplayContext, run: Run, arm: str, seed: int | None = None, top: int = EXAMPLE_ROWS) -> Example:
+    """`replay_example` for a results folder: the example question of `arm` on one seed (the paper seed by default),
+    its `candidate_table` under the arm and under the baseline."""
+    seed = paper_seed(run) if seed is None else seed
+    pick = pick_example(query_deltas(run, arm, seed))
+    states = suppression_states(ctx, run, arm, seed)
+    mine = candidate_table(ctx, run, arm, pick["query_id"], seed, states)
+    base = candidate_table(ctx, run, "baseline", pick["query_id"], seed)
+    values = states.get(pick["split"])
+    return _example(ctx, arm, pick, seed, mine, base, values[int(pick["cluster"])] if values is not None else None,
+                    arm_params(run).pool_size, top)
 
 
 def what_if(ctx: ReplayContext, alpha: float, eta: float, k: int, rule: str, protocol: str = "paper", seed: int = 42,

@@ -192,3 +192,41 @@ def test_state_matrix_keeps_entries_of_different_conversations_apart():
     assert list(m.columns) == ["conv-2:D3:5", "conv-1:D3:5"]  # summed over clusters: 0.7, then 0.5; the unsuppressed one left out
     assert m.loc[0, "conv-1:D3:5"] == 0.5 and m.loc[1, "conv-1:D3:5"] == 0.0
     assert analysis.state_matrix(values, ids, top=5, clusters=[1]).columns.tolist() == ["conv-2:D3:5"]
+
+
+def test_pick_example_takes_the_largest_change_the_loss_first_on_a_tie():
+    d = pd.DataFrame({"query_id": ["q1", "q2", "q3", "q4"], "delta": [0.2, -0.3, 0.3, 0.0]})
+    assert analysis.pick_example(d)["query_id"] == "q2"
+    assert analysis.pick_example(d.assign(delta=0.0))["query_id"] == "q1"  # nothing moved: the first by id
+
+
+def test_example_table_follows_the_relevant_turn_and_the_turns_crossing_the_cut():
+    for_text = {"text": [f"turn {r} " + "word " * 30 for r in range(1, 61)]}
+    mine = candidates({12: 0.1}, relevant=[12]).assign(**for_text)
+    base = candidates(relevant=[12]).assign(**for_text)
+    t = analysis.example_table(mine, base, top=5, width=20)
+    assert len(t) == 5 and t["turn"].iloc[-1] == "c:D1:12"  # cut from the pool: listed last
+    rel = t.set_index("turn").loc["c:D1:12"]
+    assert (rel["relevant"], rel["first-stage rank"], rel["reranker pool"], rel["answer rank"]) == ("yes", "12 → 60", "in → out", "12 → —")
+    assert "c:D1:31" in set(t["turn"])  # the turn that moved into the pool in its place
+    assert t["text"].str.len().max() == 20 and t["text"].iloc[0].endswith("…")
+
+
+def test_replay_example_reproduces_the_rows_and_says_where_the_relevant_turn_went():
+    from tests.unit.rif.test_rif import tiny_context
+
+    from lethe_core.experiments import rif_sweep as rs
+    from lethe_core.rif.replay import Arm
+    from lethe_core.rif.state import RIFParams
+
+    ctx = tiny_context()
+    arm = Arm("clustered2-gap", "rif", 2, "gap", RIFParams(alpha=1.0))
+    rows = rs.replay(ctx, [arm], ("paper", "heldout"), [42], 200).rows
+    for protocol in ("paper", "heldout"):
+        ex = analysis.replay_example(ctx, arm, rows, protocol, 42, 200)
+        row = rows[(rows["protocol"] == protocol) & (rows["arm"] == arm.name) & (rows["query_id"] == ex.query_id)]
+        assert ex.ndcg[1] == pytest.approx(row["ndcg@10"].iloc[0]) and ex.cluster == row["cluster"].iloc[0]
+        assert 0 < len(ex.table) <= analysis.EXAMPLE_ROWS and "yes" in set(ex.table["relevant"])
+        assert ex.sentence.startswith("Example (") and "relevant turn" in ex.sentence and "cluster's list suppresses" in ex.sentence
+    with pytest.raises(ValueError):
+        analysis.replay_example(ctx, arm, rows.assign(**{"ndcg@10": rows["ndcg@10"] + 0.5}), "paper", 42, 200)
