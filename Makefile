@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup browser run quick reranker teachers matrix learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run quick reranker teachers matrix study learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,10 @@ teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (
 matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols x 5 seeds, raw reading, plus the calibrated ablation (resumable); then RESULTS.md
 	$(BIN)/lethe-lab rif matrix
 	$(BIN)/lethe-lab rif report
+
+study: run matrix browser  ## the canonical build behind README's results, RESULTS.md, RERANKER.md and notebooks/README.md: one teacher (LoCoMo's fold teacher), fp32 ONNX; resumable
+	$(BIN)/lethe-lab reranker report --backend onnx
+	$(BIN)/lethe-lab notebooks build --reranker fold --backend onnx
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo

@@ -307,7 +307,7 @@ def reranker_ensure() -> None:
 
 @reranker_app.command("report")
 @_guard
-def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str = typer.Option("locomo", "--dataset"),
+def reranker_report_cmd(name: Optional[str] = typer.Argument(None, help="a trained model; default: the dataset's fold teacher (the one `make run` trains)"), dataset: str = typer.Option("locomo", "--dataset"),
                         out: str = typer.Option("RERANKER.md", "--out"), backend: str = BackendOpt) -> None:
     """Write the training report (folds, validation choices, logit distributions, evaluation with p vs rrf)."""
     from dataclasses import replace
@@ -317,7 +317,10 @@ def reranker_report_cmd(name: str = typer.Argument("minilm-2fold"), dataset: str
     from lethe_core.experiments.systems import SystemsExperiment
     from lethe_core.report.reranker_md import reranker_report, splice_teachers, teachers_block
 
+    from lethe_core.rerankers.recipes import fold_teacher
+
     check.dataset(dataset, None)
+    name = name or fold_teacher(dataset)
     check.reranker(f"trained:{name}", "NAME")
     check.choice("--backend", backend, check.BACKENDS)
     if Path(out).is_dir():
@@ -552,13 +555,32 @@ def stats_cmd(file: str = typer.Argument(..., help="per-query JSON: {configs: [{
 def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", help="a checkpoint number (03) or notebook stem; repeatable"),
                     small: bool = typer.Option(False, "--small", help="the tests' small parameters (into notebooks/_build/small, no index)"),
                     force: bool = typer.Option(False, "--force", help="re-run notebooks whose inputs are unchanged"),
-                    html: bool = typer.Option(True, "--html/--no-html")) -> None:
-    """Execute notebooks/NN_*.py at full parameters into notebooks/_build/ and rewrite notebooks/README.md (resumable)."""
+                    html: bool = typer.Option(True, "--html/--no-html"),
+                    reranker: Optional[str] = typer.Option(None, "--reranker", help="one teacher for every notebook: a reranker spec, `fold` (LoCoMo's fold teacher, the one `make run` trains) or `auto` (resolved once, so every row names the same model); default: each notebook's own"),
+                    backend: Optional[str] = typer.Option(None, "--backend", help="one inference backend for every notebook (torch, onnx, onnx-int8); default: each notebook's own")) -> None:
+    """Execute notebooks/NN_*.py at full parameters into notebooks/_build/, draw their figures into
+    docs/figures/checkpoints/ and rewrite notebooks/README.md (resumable)."""
+    from lethe_core.inference import BACKENDS
     from lethe_core.report.notebooks import NotebookBuild, NotebookError, discover
+    from lethe_core.rerankers import resolve_reranker
+    from lethe_core.rerankers.recipes import fold_teacher
+    from lethe_core.util.figures import static_export_problem
 
     discover(only)  # unknown names fail before any kernel starts
+    if backend is not None and backend not in BACKENDS:
+        raise check.ArgError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if not small and static_export_problem():
+        raise check.ArgError(f"the full build draws the figures as SVG, and {static_export_problem()}")
+    parameters = {}
+    if reranker == "fold":
+        reranker = f"trained:{fold_teacher('locomo')}"
+    if reranker is not None:
+        check.reranker(reranker, "--reranker")
+        parameters["reranker"] = resolve_reranker(reranker).name if reranker == "auto" else reranker
+    if backend is not None:
+        parameters["backend"] = backend
     try:
-        log = NotebookBuild(names=only, small=small, force=force, html=html).run()
+        log = NotebookBuild(names=only, small=small, force=force, html=html, parameters=parameters).run()
     except NotebookError as exc:
         _fail(exc)
     ran = [e for e in log if not e["skipped"]]
@@ -593,10 +615,10 @@ def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="ha
                                  reranker=reranker, backend=backend, pipeline=PipelineConfig(encoder=encoder), path=path,
                                  limit_queries=limit_queries, ray=ray, workers=workers, ray_address=ray_address)
     if publish:
-        import importlib.util
+        from lethe_core.util.figures import static_export_problem
 
-        if importlib.util.find_spec("kaleido") is None:  # before the study, not after it
-            raise check.ArgError("--publish needs kaleido and a Chromium: `pip install kaleido==1.5.0` and `make browser`")
+        if static_export_problem():  # before the study, not after it
+            raise check.ArgError(f"--publish draws SVG charts, and {static_export_problem()}")
     summary = config.run()
     if publish:
         typer.echo(f"wrote {publish_results(summary)}", err=True)

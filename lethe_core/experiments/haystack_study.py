@@ -1,4 +1,4 @@
-"""Issue 14's size curve (`make haystack`): the systems table and RIF at growing `locomo-haystack` sizes.
+"""The haystack size curve (`make haystack`): the systems table and RIF at growing `locomo-haystack` sizes.
 
 Does RIF's gain depend on corpus size? Every size runs the same pipeline, reranker and arms; only the
 filler grows (a smaller haystack is a prefix of a larger one, docs/haystack.md). Each stage reads the
@@ -8,7 +8,6 @@ killed study resumes where it stopped. Definitions (saturation, buckets, verdict
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -27,7 +26,7 @@ from lethe_core.measures import stats
 from lethe_core.datasets import load_dataset
 from lethe_core.datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
 from lethe_core.datasets.splits import PAPER
-from lethe_core.util.figures import style
+from lethe_core.util.figures import static_export_problem, style, write_svgs
 from lethe_core.util.paths import REPO_ROOT
 from lethe_core.pools.cache import PoolBuilder
 from lethe_core.results.runs import load_run
@@ -52,7 +51,7 @@ ALPHA = 0.05
 STUDY_DIR = "haystack_study"
 FIGURES_DIR = REPO_ROOT / "docs" / "figures" / "haystack"  # the charts' static copies that RESULTS.md shows (`--publish`)
 FIG_SIZE = dict(width=1000, height=520)  # static copies: wide enough for the titles, which name the reranker
-SECTION_TITLE = "## LoCoMo in a conversation haystack: the size curve (issue 14)"
+SECTION_TITLE = "## LoCoMo in a conversation haystack: the size curve"
 
 
 @dataclass
@@ -400,8 +399,8 @@ def figures(summary: dict) -> dict[str, go.Figure]:
 
 
 def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
-    """HTML for every figure (plotly.js once beside them, so they open offline); PNG too when kaleido is installed (not a dependency)."""
-    png = importlib.util.find_spec("kaleido") is not None
+    """HTML for every figure (plotly.js once beside them, so they open offline); PNG too where kaleido finds a Chromium."""
+    png = static_export_problem() is None
     # Written here, atomically and every time: plotly writes it only when absent and in place, so a kill mid-write
     # would leave a truncated bundle for good (and an upgraded plotly would keep the old one).
     write_text(out / "plotly.min.js", get_plotlyjs())
@@ -464,16 +463,13 @@ def verdicts(summary: dict) -> list[str]:
     return out
 
 
-def export_figures(summary: dict, out: Path = FIGURES_DIR, fmt: str = "svg") -> dict[str, Path]:
-    """Static copies of the charts (GitHub shows SVG inline). kaleido and a Chromium draw them; neither is a dependency."""
-    if importlib.util.find_spec("kaleido") is None:
-        raise RuntimeError("static charts need kaleido and a Chromium: `pip install kaleido==1.5.0` and `make browser`")
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for name, fig in figures(summary).items():
-        written[name] = out / f"{name}.{fmt}"
-        atomic_write(written[name], lambda p: fig.write_image(p, format=fmt, **FIG_SIZE))
-    return written
+def export_figures(summary: dict, out: Path = FIGURES_DIR) -> dict[str, Path]:
+    """Static copies of the charts (GitHub shows SVG inline), drawn by kaleido with the Chromium of `make browser`."""
+    charts = figures(summary)
+    for fig in charts.values():
+        fig.update_layout(height=FIG_SIZE["height"])
+    write_svgs({out / f"{name}.svg": fig for name, fig in charts.items()}, width=FIG_SIZE["width"])
+    return {name: out / f"{name}.svg" for name in charts}
 
 
 def results_section(summary: dict, charts_base: str = "data/results/haystack_study", images: dict[str, str] | None = None) -> str:

@@ -6,6 +6,8 @@ Each `notebooks/NN_slug.py` runs through papermill with its `parameters` cell ov
 skipped when its stamp — a hash of its source, its parameters, the `lethe_core` source and
 the data and model files it may read — matches the stamp of its last successful run.
 The index reads each executed notebook's `Finding` (lethe_core.report.checkpoints) back from its outputs.
+A full build also draws every figure of every notebook as SVG into `docs/figures/checkpoints/` (committed, so
+the figures are where readers are) and the index's forest figure beside them; docs/notebooks.md.
 """
 
 from __future__ import annotations
@@ -19,12 +21,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from lethe_core.report.checkpoints import Finding, read_finding
+from lethe_core.util.figures import forest, notebook_figures, write_svgs
 from lethe_core.util.paths import REPO_ROOT, home_dir, shared_data_dir
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 BUILD = NOTEBOOKS / "_build"
 TEMPLATES = Path(__file__).resolve().parent / "templates"  # nbconvert templates, one folder each
+FIGURES = REPO_ROOT / "docs" / "figures" / "checkpoints"  # committed SVG copies of a full build's figures
+FOREST = "index-forest.svg"
+QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+IDENTITY = ("reranker", "backend")  # what a row of the index must share with the build to be shown as its result
 
 # Parameters every notebook declares; the tests run each notebook with these (a few seconds of work each).
 SMALL = {"dataset": "locomo", "conversations": 2, "limit_queries": None, "seeds": 2, "burn_in": 400,
@@ -142,6 +151,8 @@ def execute(path: Path, out_dir: Path, parameters: dict, html: bool = True, time
     from papermill.exceptions import PapermillExecutionError
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    for var in QUIET:  # the kernel inherits them: no model-loading bars in the outputs
+        os.environ.setdefault(var, QUIET[var])
     nb = jupytext.read(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     target = out_dir / f"{path.stem}.ipynb"
@@ -168,12 +179,25 @@ def export_html(notebook: Path, html: Path) -> Path:
     return html
 
 
+def export_figures(executed: Path, dest: Path = FIGURES) -> list[Path]:
+    """`<stem>-<i>.svg` for every figure an executed notebook shows, in order; older copies of that notebook's figures
+    that this build did not redraw are removed."""
+    nb = json.loads(Path(executed).read_text())
+    figs = notebook_figures([o for c in nb["cells"] for o in c.get("outputs", [])])
+    written = write_svgs({dest / f"{executed.stem}-{i}.svg": f for i, f in enumerate(figs, 1)}) if figs else []
+    for old in dest.glob(f"{executed.stem}-*.svg"):
+        if old not in written:
+            old.unlink()
+    return written
+
+
 @dataclass
 class NotebookBuild:
     """`make notebooks` / `lethe-lab notebooks build`: execute, skip what is up to date, write the index."""
 
     names: list[str] | None = None
     small: bool = False  # the tests' parameters (SMALL) instead of each notebook's full-study defaults
+    parameters: dict = field(default_factory=dict)  # build-wide overrides, e.g. one teacher and one backend for every notebook
     force: bool = False
     out: Path | None = None
     html: bool = True
@@ -184,7 +208,8 @@ class NotebookBuild:
     def run(self) -> list[dict]:
         paths = discover(self.names)
         out = Path(self.out or (BUILD / "small" if self.small else BUILD))
-        params = dict(SMALL) if self.small else {}
+        params = {**(SMALL if self.small else {}), **self.parameters}
+        publish = not self.small and self.out is None  # only the canonical build draws the committed figures
         state_file = out / "build.json"
         state = json.loads(state_file.read_text()) if state_file.exists() else {}
         from tqdm.auto import tqdm
@@ -196,9 +221,13 @@ class NotebookBuild:
             prev = state.get(path.stem, {})
             if not self.force and prev.get("stamp") == key and (out / f"{path.stem}.ipynb").exists():
                 self.log.append({**prev, "notebook": path.stem, "skipped": True})
+                if publish and not any(FIGURES.glob(f"{path.stem}-*.svg")):
+                    export_figures(out / f"{path.stem}.ipynb")
                 continue
             t0 = time.perf_counter()
             target = execute(path, out, params, self.html, self.timeout)
+            if publish:
+                export_figures(target)
             entry = {"notebook": path.stem, "stamp": key, "seconds": round(time.perf_counter() - t0, 1),
                      "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "skipped": False}
             state[path.stem] = {k: v for k, v in entry.items() if k != "skipped"}
@@ -206,52 +235,148 @@ class NotebookBuild:
             self.log.append(entry)
             if self.progress:
                 tqdm.write(f"{path.stem}: {entry['seconds']:.0f} s -> {target}")
-        if not self.small and self.out is None:
-            write_index(out, state)
+        if publish:
+            write_index(out, state, parameters=params)
         return self.log
 
 
-def write_index(build: Path = BUILD, state: dict | None = None, target: Path = NOTEBOOKS / "README.md") -> Path:
-    """`notebooks/README.md`: one row per checkpoint, filled from the executed notebooks' Findings."""
+def _minus(text) -> str:
+    """Typographic minus signs in numbers (−0.0090, not -0.0090), as the rest of the generated documents."""
+    return re.sub(r"(?<![\w\])])-(?=\.?\d)", "−", str(text))
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None else _minus(f"{x:+.{digits}f}")
+
+
+def identity(parameters: dict) -> str:
+    """The teacher and backend a row was computed with (`auto` when the build left them to resolution)."""
+    return " · ".join(f"`{parameters[k]}`" if k in parameters else "—" for k in IDENTITY)
+
+
+def headline(primary: dict) -> str:
+    """The primary claim's estimate with its CI, and the conversation-level CI where the rows have conversations."""
+    lo, hi = primary["ci"]
+    text = f"{_num(primary['delta'])} [{_num(lo)}, {_num(hi)}] ({primary['level'] * 100:.0f} %, {primary['unit']})"
+    if primary.get("conversation_ci"):
+        clo, chi = primary["conversation_ci"]
+        if clo is not None and chi is not None:
+            text += f"; by conversation [{_num(clo)}, {_num(chi)}]"
+    return text
+
+
+def polarity(primary: dict) -> str:
+    """What replicating the claim means: a gain, or a negative result (no difference, or a loss) that the reference reports."""
+    if primary["kind"] == "null" or (primary["kind"] != "null" and primary["direction"] < 0):
+        return "negative result replicated" if primary["outcome"] == "holds" else "negative result claimed"
+    return "gain replicated" if primary["outcome"] == "holds" else "gain claimed"
+
+
+def scaled(primary: dict) -> tuple[float, float, float] | None:
+    """The primary claim's estimate and CI in units of its bound, signed so that the claimed side is positive:
+    1 is the reference's effect (an effect claim) or the equivalence margin (a null claim). None for a direction-only
+    claim, which has no scale of its own."""
+    bound = primary.get("bound")
+    if not bound or primary["kind"] == "direction":
+        return None
+    sign = primary["direction"] if primary["kind"] == "effect" else 1
+    scale = abs(primary["reference"]) if primary["kind"] == "effect" else bound
+    lo, hi = sorted((sign * primary["ci"][0] / scale, sign * primary["ci"][1] / scale))
+    return sign * primary["delta"] / scale, lo, hi
+
+
+def index_forest(findings: dict[int, Finding]):
+    """One row per checkpoint: our primary estimate and CI in units of what was claimed (1 = the reference's effect
+    for an effect claim, ±1 = the equivalence margin for a null claim); direction-only claims are left out."""
+    rows = []
+    for n, f in sorted(findings.items()):
+        primary = f.claims[0] if f.claims else None
+        point = scaled(primary) if primary else None
+        if point is None:
+            continue
+        rows.append({"row": f"{n:02d} {f.title}", "x": point[0], "lo": point[1], "hi": point[2],
+                     "kind": f"{primary['kind']} claim: {'reference effect = 1' if primary['kind'] == 'effect' else 'margin = ±1'}"})
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    fig = forest(frame, "row", "x", "lo", "hi", "Each checkpoint's primary claim: ours against what the reference claimed",
+                 "our estimate ÷ the claim's scale (effect: the reference's effect; null: the equivalence margin), 95 % / 90 % CI",
+                 "checkpoint", color="kind", references={"reference / margin": 1.0})
+    fig.add_vline(x=-1.0, line_dash="dot", line_color="#bbb")
+    return fig
+
+
+def write_index(build: Path = BUILD, state: dict | None = None, target: Path = NOTEBOOKS / "README.md",
+                parameters: dict | None = None, figures: Path | None = None) -> Path:
+    """`notebooks/README.md`: one row per checkpoint, filled from the executed notebooks' Findings.
+
+    `parameters`: the build's own (its teacher and backend): a row computed with another identity is marked, and a
+    row kept from the previous index (not executed into this build folder) is kept only when its identity is the
+    build's. `figures`: where the SVG copies are (the forest figure is drawn there and each row links its figures).
+    """
     state = state if state is not None else json.loads((build / "build.json").read_text())
+    build_id = identity(parameters) if parameters and all(k in parameters for k in IDENTITY) else None
     sources = {int(p.stem[:2]): p for p in discover()}
     previous = _previous_rows(target)
-    rows, total, kept = [], 0.0, []
+    rows, total, kept, findings, others = [], 0.0, [], {}, []
     for n, title in TITLES.items():
         src = sources.get(n)
+        link = f"[{src.name}]({src.name})" if src else "—"
         try:
             finding: Finding | None = read_finding(build / f"{src.stem}.ipynb") if src and (build / f"{src.stem}.ipynb").exists() else None
         except ValueError as exc:  # executed before the verdict words changed: its verdict means something else now
-            rows.append(f"| {n:02d} | {title} | — | — | — | not built yet (rebuild: {_cell(exc)}) | [{src.name}]({src.name}) |")
+            rows.append(f"| {n:02d} | {title} | — | — | — | not built yet (rebuild: {_cell(exc)}) | — | — | {link} |")
             continue
-        if finding is None and src and n in previous:  # built earlier (e.g. on another machine), not in this build folder
-            row, seconds = previous[n]
+        if finding is None and src and n in previous and (build_id is None or previous[n][2] == build_id):
+            row, seconds, _ = previous[n]  # built earlier (e.g. on another machine) with this identity
             rows.append(row)
             total += seconds
             kept.append(f"{n:02d}")
             continue
-        if finding is None:
-            rows.append(f"| {n:02d} | {title} | — | — | — | not built yet | {f'[{src.name}]({src.name})' if src else '—'} |")
+        if finding is None or not finding.claims:
+            rows.append(f"| {n:02d} | {title} | — | — | — | not built yet | — | — | {link} |")
             continue
         seconds = state.get(src.stem, {}).get("seconds", 0.0)
         total += seconds
-        rows.append(f"| {n:02d} | {title} | {_cell(finding.claim)} | {_cell(finding.reference)} | {_cell(finding.ours)} | "
-                    f"**{finding.verdict}** | [{src.name}]({src.name}) · [HTML](_build/{src.stem}.html) · {seconds:.0f} s |")
+        findings[n] = finding
+        primary = finding.claims[0]
+        row_id = identity(finding.parameters)
+        shown_id = row_id if build_id is None or row_id == build_id else f"⚠ {row_id} (not this build's {build_id})"
+        if build_id is not None and row_id != build_id:
+            others.append(f"{n:02d}")
+        figs = sorted(figures.glob(f"{src.stem}-*.svg"), key=lambda p: int(p.stem.rsplit("-", 1)[1])) if figures else []
+        fig_links = " ".join(f"[{i}]({os.path.relpath(p, target.parent)})" for i, p in enumerate(figs, 1))
+        rows.append(
+            f"| {n:02d} | {title} | {_cell(_minus(primary['what']))} | {_cell(_minus(finding.reference))} | {_cell(headline(primary))} | "
+            f"**{finding.verdict}** · {polarity(primary)} | {_cell(_minus(finding.why))} | {shown_id} | "
+            f"{link} · [HTML](_build/{src.stem}.html) · {seconds:.0f} s" + (f" · figures {fig_links}" if fig_links else "") + " |")
+    forest_line = ""
+    if figures is not None:
+        fig = index_forest(findings)
+        if fig is not None:
+            write_svgs({figures / FOREST: fig})
+            forest_line = (f"![Each checkpoint's primary claim against the reference's]({os.path.relpath(figures / FOREST, target.parent)})\n\n"
+                           "Ours against what the reference claimed, one row per checkpoint (its primary claim): 1 is the reference's "
+                           "effect for an effect claim, ±1 the equivalence margin for a null claim; direction-only claims are not drawn.\n\n")
     text = (
         "# Checkpoint notebooks\n\n"
         "Generated by `make notebooks` (`lethe-lab notebooks build`) from the executed notebooks' verdict cells; "
         "do not edit by hand. Each notebook states a claim of the reference, re-runs it with `lethe_core`, and computes "
-        "its verdict from the numbers (95 % CIs: paired bootstrap over queries, and over seeds where a notebook says so). "
-        "The verdict is its primary claim's outcome (holds, smaller than claimed, inconclusive, does not hold, untestable; "
-        "\"fragile\" when only the query-level CI, not the conversation-level one, excludes zero): the rule is in "
-        "docs/statistics.md, the secondary claims are listed in each notebook. "
-        "Executed copies (`.ipynb`, interactive HTML) are written to `notebooks/_build/` (gitignored).\n\n"
-        "| # | Checkpoint | Claim | Reference | Ours (95 % CI) | Verdict | Notebook · output · run time |\n"
-        "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "its verdict from the numbers. The verdict is its primary claim's outcome (holds, smaller than claimed, inconclusive, "
+        "does not hold, untestable; \"fragile\" when only the query-level CI, not the conversation-level one, excludes zero): "
+        "the rule is in docs/statistics.md; the secondary claims and every other number are in each notebook. "
+        + (f"Every row was computed with one teacher and backend: {build_id}. " if build_id and not others else "")
+        + (f"Rows {', '.join(others)} were computed with another teacher or backend than this build's ({build_id}) and are marked ⚠. "
+           if others else "")
+        + "Executed copies (`.ipynb`, interactive HTML) are written to `notebooks/_build/` (gitignored); the figures' SVG copies "
+        "are committed in `docs/figures/checkpoints/`.\n\n"
+        + forest_line +
+        "| # | Checkpoint | Primary claim, as measured | Reference | Ours: estimate [CI] | Verdict | Why | Teacher · backend | Notebook · output · run time · figures |\n"
+        "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine "
         "(each notebook reads cached pools and results; the first build also scores the pairs no earlier run scored).\n\n"
-        + (f"Rows {', '.join(kept)} are kept from the previous index: those notebooks were not executed into this build folder "
-           "(`lethe-lab notebooks build --only ...` rebuilt the others).\n\n" if kept else "")
+        + (f"Rows {', '.join(kept)} are kept from the previous index (same teacher and backend): those notebooks were not "
+           "executed into this build folder (`lethe-lab notebooks build --only ...` rebuilt the others).\n\n" if kept else "")
         +
         "Re-run one notebook with other parameters: `.venv/bin/lethe-lab notebooks build --only 12 --force`, or open the "
         "`.py` file in Jupyter (jupytext) and edit its `parameters` cell.\n"
@@ -260,16 +385,17 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
     return target
 
 
-def _previous_rows(target: Path) -> dict[int, tuple[str, float]]:
-    """The built rows of an existing index, by checkpoint number, with their run time in seconds."""
+def _previous_rows(target: Path) -> dict[int, tuple[str, float, str | None]]:
+    """The built rows of an existing index, by checkpoint number, with their run time in seconds and identity cell."""
     if not target.exists():
         return {}
     out = {}
     for line in target.read_text().splitlines():
         m = re.match(r"\| (\d\d) \|", line)
         if m and "not built yet" not in line:
-            t = re.search(r"· (\d+) s \|$", line)
-            out[int(m.group(1))] = (line, float(t.group(1)) if t else 0.0)
+            t = re.search(r"· (\d+) s( · figures[^|]*)? \|$", line)
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            out[int(m.group(1))] = (line, float(t.group(1)) if t else 0.0, cells[7] if len(cells) == 9 else None)
     return out
 
 

@@ -1,13 +1,20 @@
 """One small plotly style shared by the notebooks and the dashboard: titles, axis labels with units, CIs.
 
 `setup_notebook()` picks a renderer that stores each figure as plotly JSON (so tests can count
-figures in an executed notebook) and as HTML with plotly.js embedded once and no CDN script
-(so an exported HTML page stays interactive offline; lethe_core/report/notebooks.py).
+figures in an executed notebook and the build can draw them as SVG) and as HTML with plotly.js embedded
+once and no CDN script (so an exported HTML page stays interactive offline; lethe_core/report/notebooks.py).
+`write_svgs` draws static copies for the repository (kaleido + the system Chromium of `make browser`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import secrets
+import shutil
+import warnings
+from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
@@ -31,6 +38,14 @@ class OfflineNotebookRenderer(NotebookRenderer):
 
 
 def setup_notebook() -> None:
+    """The renderer above, the shared template, and no library noise in the outputs: tqdm's "IProgress not found"
+    box and sentence-transformers' model-conversion warning both print machine paths and say nothing about the study
+    (the executor also turns off the Hugging Face loading bars: lethe_core/report/notebooks.py)."""
+    from tqdm import TqdmWarning
+
+    warnings.filterwarnings("ignore", category=TqdmWarning)
+    for name in ("sentence_transformers", "transformers"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     pio.renderers["lethe_notebook"] = OfflineNotebookRenderer()
     pio.renderers.default = "plotly_mimetype+lethe_notebook"
     pio.templates.default = TEMPLATE
@@ -70,6 +85,64 @@ def line_ci(frame: pd.DataFrame, x: str, y: str, lo: str, hi: str, title: str, x
                         line=dict(width=0), fillcolor=c, opacity=0.15, hoverinfo="skip", showlegend=False)
         fig.add_scatter(x=g[x], y=g[y], name=str(name), mode="lines+markers", line=dict(color=c))
     return style(fig, title, x_label, y_label)
+
+
+def forest(frame: pd.DataFrame, label: str, delta: str, lo: str, hi: str, title: str, x_label: str, y_label: str,
+           color: str | None = None, references: dict[str, float] | None = None, zero: bool = True) -> go.Figure:
+    """A forest plot: one row per `label` (first row on top), the estimate with its 95 % CI as a horizontal whisker,
+    a solid line at 0 and a dashed line per `references` entry (name -> x)."""
+    fig = go.Figure()
+    groups = [(None, frame)] if color is None else list(frame.groupby(color, sort=False))
+    for i, (name, g) in enumerate(groups):
+        fig.add_scatter(x=g[delta], y=g[label], mode="markers", orientation="h", name=str(name) if name is not None else delta,
+                        marker=dict(color=PALETTE[i % len(PALETTE)], size=9, symbol="diamond"),
+                        error_x=dict(type="data", symmetric=False, array=g[hi] - g[delta], arrayminus=g[delta] - g[lo]))
+    if zero:
+        fig.add_vline(x=0, line_color="#444", line_width=1)
+    for j, (name, x) in enumerate((references or {}).items()):
+        fig.add_vline(x=x, line_dash="dash", line_color="#888",
+                      annotation_text=name, annotation_position="top" if j % 2 == 0 else "bottom")
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=list(dict.fromkeys(frame[label])))
+    fig.update_layout(showlegend=color is not None, scattermode="group", scattergap=0.5)  # groups side by side within a row
+    fig = style(fig, title, x_label, y_label, height=max(260, (22 + 12 * len(groups)) * frame[label].nunique() + 160))
+    fig.update_layout(legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0))
+    return fig
+
+
+def static_export_problem() -> str | None:
+    """Why SVG copies cannot be drawn here (no kaleido, no Chromium), or None when they can."""
+    import importlib.util
+
+    if importlib.util.find_spec("kaleido") is None:
+        return "kaleido is not installed (`make setup` installs it)"
+    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "chrome")) and not os.environ.get("BROWSER_PATH"):
+        return "no Chromium on PATH (`make browser` installs the Debian package; or set BROWSER_PATH)"
+    return None
+
+
+def write_svgs(figures: dict[Path, go.Figure], width: int = 1000) -> list[Path]:
+    """Draw every figure as SVG in one kaleido session (one Chromium start for all of them); each file is written
+    beside its target and renamed onto it, so an interrupted export leaves the previous copy, not half of one."""
+    problem = static_export_problem()
+    if problem:
+        raise RuntimeError(f"cannot draw static figures: {problem}")
+    targets = [Path(p) for p in figures]
+    tmps = [t.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(4)}-{t.name}") for t in targets]
+    for t in targets:
+        t.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        pio.write_images(list(figures.values()), tmps, format="svg", width=width)
+        for tmp, target in zip(tmps, targets):
+            os.replace(tmp, target)
+    finally:
+        for tmp in tmps:
+            tmp.unlink(missing_ok=True)
+    return targets
+
+
+def notebook_figures(outputs: Sequence[dict]) -> list[go.Figure]:
+    """The plotly figures of an executed notebook's outputs, in the order they were shown."""
+    return [go.Figure(o["data"][PLOTLY_MIME]) for o in outputs if PLOTLY_MIME in o.get("data", {})]
 
 
 def count_figures(outputs: Sequence[dict]) -> int:

@@ -5,7 +5,7 @@ import pytest
 import numpy as np
 
 from lethe_core.report.checkpoints import MIME, VERDICTS, Claim, Finding, json_safe, judge, read_finding
-from lethe_core.report.notebooks import discover, stamp, write_index
+from lethe_core.report.notebooks import discover, index_forest, polarity, scaled, stamp, write_index
 
 
 REF = 0.02  # a reference effect of +0.02: the default margin is half of it, 0.01
@@ -147,15 +147,51 @@ def test_discover_filters_and_names_unknown_notebooks():
         discover(["77"])
 
 
-def test_index_lists_every_checkpoint(tmp_path):
-    f = Finding(checkpoint=3, title="t", claim="a | b", reference="r", ours="o", verdict="holds", why="w")
-    src = discover(["03"])[0]
-    (tmp_path / f"{src.stem}.ipynb").write_text(json.dumps(
-        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: f._repr_mimebundle_()[MIME]}}]}]}))
-    target = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, tmp_path / "README.md")
-    text = target.read_text()
-    assert "a \\| b" in text and "**holds**" in text
+def _executed(folder, checkpoint: int, finding: Finding):
+    src = discover([f"{checkpoint:02d}"])[0]
+    (folder / f"{src.stem}.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: finding._repr_mimebundle_()[MIME]}}]}]}))
+    return src
+
+
+def _finding(checkpoint=3, what="a | b", delta=-0.02, ci=(-0.025, -0.016), reranker="trained:x", backend="onnx", **claim):
+    fields = dict(reference=-0.03, direction=-1) | claim
+    return Finding.from_claims(Claim(what, delta, ci, **fields), checkpoint=checkpoint, title="t", claim="c", reference="r -0.5",
+                               ours="o", parameters={"reranker": reranker, "backend": backend})
+
+
+def test_index_lists_every_checkpoint_with_its_headline_and_identity(tmp_path):
+    src = _executed(tmp_path, 3, _finding())
+    text = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, tmp_path / "README.md",
+                       parameters={"reranker": "trained:x", "backend": "onnx"}).read_text()
     assert all(f"| {n:02d} |" in text for n in range(1, 19))
+    row = next(line for line in text.splitlines() if line.startswith("| 03 |"))
+    assert "a \\| b" in row and "−0.0200 [−0.0250, −0.0160] (95 %, queries)" in row and "r −0.5" in row
+    assert "**holds** · negative result replicated" in row and "`trained:x` · `onnx`" in row and "⚠" not in row
+    assert "Every row was computed with one teacher and backend" in text
+
+
+def test_index_marks_a_row_of_another_identity(tmp_path):
+    src = _executed(tmp_path, 3, _finding(backend="onnx-int8"))
+    text = write_index(tmp_path, {src.stem: {"seconds": 1.0}}, tmp_path / "README.md",
+                       parameters={"reranker": "trained:x", "backend": "onnx"}).read_text()
+    assert "⚠ `trained:x` · `onnx-int8` (not this build's `trained:x` · `onnx`)" in text and "Rows 03 were computed with another" in text
+
+
+def test_polarity_and_scale_of_each_claim_kind():
+    effect = _finding().claims[0]
+    assert polarity(effect) == "negative result replicated"
+    assert scaled(effect) == pytest.approx((2 / 3, 0.016 / 0.03, 0.025 / 0.03))  # signed so the claimed side is positive; 1 = the reference
+    null = _finding(kind="null", reference=None, direction=1, margin=0.01, delta=0.002, ci=(-0.004, 0.008)).claims[0]
+    assert polarity(null) == "negative result replicated" and scaled(null) == pytest.approx((0.2, -0.4, 0.8))
+    gain = _finding(reference=0.02, direction=1, delta=0.004, ci=(0.001, 0.007)).claims[0]
+    assert polarity(gain) == "gain claimed" and scaled(gain) == pytest.approx((0.2, 0.05, 0.35))
+    assert scaled(_finding(kind="direction", reference=None, direction=1, delta=0.1, ci=(0.05, 0.2)).claims[0]) is None
+
+
+def test_index_forest_draws_scaled_rows_and_leaves_out_direction_claims():
+    fig = index_forest({3: _finding(), 7: _finding(7, kind="direction", reference=None, direction=1, delta=0.1, ci=(0.05, 0.2))})
+    assert [list(t.y) for t in fig.data] == [["03 t"]] and list(fig.data[0].x) == pytest.approx([2 / 3])
 
 
 def test_library_closure_follows_imports_transitively_and_skips_the_rest():
@@ -183,19 +219,37 @@ def test_a_findings_numbers_are_strict_json():
     assert f._repr_mimebundle_()[MIME]["numbers"] == {"p": None, "ci": [0.1, 0.2]}
 
 
-def test_index_keeps_rows_of_notebooks_not_in_this_build(tmp_path):
-    f = Finding(checkpoint=3, title="t", claim="new claim", reference="r", ours="o", verdict="holds", why="w")
-    src = discover(["03"])[0]
-    (tmp_path / f"{src.stem}.ipynb").write_text(json.dumps(
-        {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: f._repr_mimebundle_()[MIME]}}]}]}))
+def test_index_keeps_rows_of_notebooks_not_in_this_build_only_with_its_identity(tmp_path):
+    src = _executed(tmp_path, 3, _finding(what="new claim"))
     target = tmp_path / "README.md"
-    old_05 = "| 05 | Recall analysis | old claim | r | o | **partly** | [05_recall_analysis.py](05_recall_analysis.py) · 36 s |"
-    target.write_text(f"{old_05}\n| 03 | x | stale | r | o | **partly** | x · 9 s |\n| 06 | y | — | — | — | not built yet | — |\n")
-    text = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, target).read_text()
-    assert old_05 in text  # not executed here: kept, with its run time in the total
+    ours = "`trained:x` · `onnx`"
+    old_05 = f"| 05 | Recall analysis | old claim | r | o | **holds** · gain replicated | w | {ours} | [05_recall_analysis.py](05_recall_analysis.py) · 36 s |"
+    old_06 = "| 06 | Adaptive depth + rescue cache | old | r | o | **holds** · gain replicated | w | `trained:y` · `onnx-int8` | x · 5 s |"
+    target.write_text(f"{old_05}\n| 03 | x | stale | r | o | **holds** | w | {ours} | x · 9 s |\n{old_06}\n")
+    text = write_index(tmp_path, {src.stem: {"seconds": 12.0}}, target, parameters={"reranker": "trained:x", "backend": "onnx"}).read_text()
+    assert old_05 in text  # not executed here, same identity: kept, with its run time in the total
     assert "new claim" in text and "stale" not in text  # executed here: replaced
-    assert "| 06 | Adaptive depth + rescue cache | — | — | — | not built yet |" in text
+    assert old_06 not in text and "| 06 | Adaptive depth + rescue cache | — | — | — | not built yet |" in text  # another identity: dropped
     assert "0.8 min" in text and "Rows 05 are kept" in text  # 12 s + 36 s
+
+
+def test_export_figures_draws_each_figure_and_drops_stale_copies(tmp_path):
+    from lethe_core.report.notebooks import export_figures
+    from lethe_core.util.figures import PLOTLY_MIME, static_export_problem
+
+    if static_export_problem():
+        pytest.skip(static_export_problem())
+    fig = {"data": [{"type": "bar", "x": [1, 2], "y": [3, 4]}], "layout": {"title": {"text": "bars"}}}
+    nb = tmp_path / "nb" / "12_x.ipynb"
+    nb.parent.mkdir()
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {PLOTLY_MIME: fig}}]}]}))
+    dest = tmp_path / "figs"
+    dest.mkdir()
+    (dest / "12_x-7.svg").write_text("stale")
+    (dest / "13_y-1.svg").write_text("another notebook's")
+    written = export_figures(nb, dest)
+    assert [p.name for p in written] == ["12_x-1.svg"] and "<svg" in written[0].read_text() and "bars" in written[0].read_text()
+    assert sorted(p.name for p in dest.iterdir()) == ["12_x-1.svg", "13_y-1.svg"]
 
 
 def test_index_asks_to_rebuild_a_notebook_judged_under_the_old_verdict_words(tmp_path):
