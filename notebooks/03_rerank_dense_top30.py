@@ -88,5 +88,5 @@ Finding.from_claims(
          f"{fmt_ci(table.loc[1, 'ndcg@10'], (table.loc[1, 'lo'], table.loc[1, 'hi']))} ({relative:+.0%}, p = {p:.4f})",
     numbers={"vector": table.loc[0, "ndcg@10"], "vector_rerank": table.loc[1, "ndcg@10"], "delta": delta.mean,
              "delta_ci": [delta.lo, delta.hi], "p": p, "n_queries": summary["n_queries"], "reranker": summary["reranker"]},
-    parameters={"dataset": dataset, "reranker": reranker, "conversations": conversations, "limit_queries": limit_queries},
+    parameters={"dataset": dataset, "reranker": reranker, "backend": backend, "conversations": conversations, "limit_queries": limit_queries},
 )

@@ -42,6 +42,8 @@ def fails(capsys, home, *args):
     (("rif", "sweep", *SYN, "--seeds", "0"), "--seeds must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--folds", "0"), "--folds must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--epochs", "0"), "--epochs must be >= 1, got 0"),
+    (("notebooks", "build", "--small", "--backend", "fp8"), "--backend must be one of torch, onnx, onnx-int8, got 'fp8'"),
+    (("notebooks", "build", "--small", "--reranker", "trained:nothing-here"), "--reranker trained:nothing-here"),
     (("reranker", "train", "locomo", "--negatives", "0"), "--negatives must be >= 1, got 0"),
     (("reranker", "train", "locomo", "--budget", "0"), "--budget must be a fraction in (0, 1], got 0.0"),
     (("reranker", "train", "locomo", "--budget", "1.5"), "--budget must be a fraction in (0, 1], got 1.5"),

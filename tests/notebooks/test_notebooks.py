@@ -35,7 +35,8 @@ def test_notebook_executes_with_small_parameters(path, shared_home, tmp_path, mo
     finding = read_finding(executed)
     assert finding is not None, "the last cell must display a Finding (the computed verdict)"
     assert finding.checkpoint == int(path.stem[:2])
-    assert finding.parameters.get("reranker") == "test:lexical", "the verdict records the parameters it was computed with"
+    assert (finding.parameters.get("reranker"), finding.parameters.get("backend")) == ("test:lexical", "torch"), \
+        "the verdict records the teacher and backend it was computed with (the index names them)"
     assert_verdict_recomputes(finding)
     assert nb["cells"][0]["cell_type"] == "markdown" and "Claim" in "".join(nb["cells"][0]["source"])
     assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in nb["cells"])
