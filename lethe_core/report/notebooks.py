@@ -236,7 +236,7 @@ class NotebookBuild:
             if self.progress:
                 tqdm.write(f"{path.stem}: {entry['seconds']:.0f} s -> {target}")
         if publish:
-            write_index(out, state, parameters=params)
+            write_index(out, state, parameters=params, figures=FIGURES)
         return self.log
 
 
