@@ -569,8 +569,8 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     discover(only)  # unknown names fail before any kernel starts
     if backend is not None and backend not in BACKENDS:
         raise check.ArgError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if not small and static_export_problem():
-        raise check.ArgError(f"the full build draws the figures as SVG, and {static_export_problem()}")
+    if not small and (problem := static_export_problem()):
+        raise check.ArgError(f"the full build draws the figures as SVG, and {problem}")
     parameters = {}
     if reranker == "fold":
         reranker = f"trained:{fold_teacher('locomo')}"
@@ -617,8 +617,8 @@ def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="ha
     if publish:
         from lethe_core.util.figures import static_export_problem
 
-        if static_export_problem():  # before the study, not after it
-            raise check.ArgError(f"--publish draws SVG charts, and {static_export_problem()}")
+        if problem := static_export_problem():  # before the study, not after it
+            raise check.ArgError(f"--publish draws SVG charts, and {problem}")
     summary = config.run()
     if publish:
         typer.echo(f"wrote {publish_results(summary)}", err=True)

@@ -248,6 +248,11 @@ def judge(claim: Claim) -> Judgement:
     return Judgement(outcome, fragile, reason, c)
 
 
+def signed(x: float, digits: int = 4) -> str:
+    """A signed difference as the generated documents print it, with a typographic minus: +0.0058, −0.0014."""
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
 def fmt_ci(value: float, ci: Sequence[float], digits: int = 4) -> str:
     return f"{value:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lethe_core.report.checkpoints import Finding, read_finding
+from lethe_core.report.checkpoints import Finding, read_finding, signed
 from lethe_core.util.figures import forest, notebook_figures, write_svgs
 from lethe_core.util.paths import REPO_ROOT, home_dir, shared_data_dir
 
@@ -245,8 +245,8 @@ def _minus(text) -> str:
     return re.sub(r"(?<![\w\])])-(?=\.?\d)", "−", str(text))
 
 
-def _num(x: float | None, digits: int = 4) -> str:
-    return "—" if x is None else _minus(f"{x:+.{digits}f}")
+def _num(x: float | None) -> str:
+    return "—" if x is None else signed(x)
 
 
 def identity(parameters: dict) -> str:

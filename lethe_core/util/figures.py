@@ -8,6 +8,7 @@ once and no CDN script (so an exported HTML page stays interactive offline; leth
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import NotebookRenderer
+from tqdm import TqdmWarning
 
 TEMPLATE = "plotly_white"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
@@ -41,8 +43,6 @@ def setup_notebook() -> None:
     """The renderer above, the shared template, and no library noise in the outputs: tqdm's "IProgress not found"
     box and sentence-transformers' model-conversion warning both print machine paths and say nothing about the study
     (the executor also turns off the Hugging Face loading bars: lethe_core/report/notebooks.py)."""
-    from tqdm import TqdmWarning
-
     warnings.filterwarnings("ignore", category=TqdmWarning)
     for name in ("sentence_transformers", "transformers"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -111,8 +111,6 @@ def forest(frame: pd.DataFrame, label: str, delta: str, lo: str, hi: str, title:
 
 def static_export_problem() -> str | None:
     """Why SVG copies cannot be drawn here (no kaleido, no Chromium), or None when they can."""
-    import importlib.util
-
     if importlib.util.find_spec("kaleido") is None:
         return "kaleido is not installed (`make setup` installs it)"
     if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "chrome")) and not os.environ.get("BROWSER_PATH"):
