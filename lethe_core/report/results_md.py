@@ -12,11 +12,11 @@ import pandas as pd
 from lethe_core.experiments.scope import REFERENCE_FILE
 from lethe_core.experiments.systems import pool_recall as pool_recall_value
 from lethe_core.measures import stats
+from lethe_core.report.checkpoints import signed
 from lethe_core.rerankers.registry import trained_on
 from lethe_core.util.paths import REPO_ROOT, results_dir
-from lethe_core.results.runs import LOGIT_READINGS, Run, latest_runs, list_runs, logit_reading, replay_context
+from lethe_core.results.runs import LOGIT_READINGS, Run, is_standard, latest_runs, list_runs, logit_reading, replay_context
 from lethe_core.rif.protocols import PROTOCOLS
-from lethe_core.rif.state import CAP, WINNER_RELIEF
 from lethe_core.util.figures import forest, static_export_problem, write_svgs
 
 PROTOCOL_TEXT = {
@@ -219,7 +219,6 @@ def interpretation(paper: Run, study: pd.DataFrame) -> list[str]:
 
 
 # The RIF constants a run must keep to enter the teacher x reading table (a sweep's other constants would not compare).
-STANDARD = {"alpha": 0.3, "eta": 0.1, "decay": 0.005, "cap": CAP, "reinforce": WINNER_RELIEF}
 MATRIX_ARMS = ("clustered30-gap", "clustered30-uniform", "global-gap")
 READING_ORDER = ("raw", "calibrated")
 
@@ -237,10 +236,8 @@ def standard_runs(datasets: tuple[str, ...]) -> dict[tuple[str, str, str, str], 
     identity, logit reading, protocol): another backend or another training of a teacher is another row."""
     chosen: dict[tuple[str, str, str, str], Run] = {}
     for r in list_runs()[0]:  # newest first
-        s, c = r.summary, r.config
-        if s["dataset"] not in datasets or c.get("conversations") or c.get("limit_queries") or c.get("arms") or c.get("eager_decay"):
-            continue
-        if s.get("second_stage") != "ce" or any(float(c.get(k, v)) != v for k, v in STANDARD.items()):
+        s = r.summary
+        if s["dataset"] not in datasets or s.get("second_stage") != "ce" or not is_standard(r):
             continue
         chosen.setdefault((s["dataset"], s.get("reranker_identity") or s["reranker"], logit_reading(s), s["protocol"]), r)
     return chosen
@@ -262,10 +259,10 @@ def _delta_cell(arm: dict | None, key: str = "delta_ndcg", p_key: str = "p_holm"
     return f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" + (f" (p {_p(p)})" if p is not None else "")
 
 
-def inputs_section(datasets: tuple[str, ...]) -> list[str]:
+def inputs_section(datasets: tuple[str, ...], runs: dict | None = None) -> list[str]:
     """One table answering: does the teacher's origin or the logit reading change RIF's effect and its gap to the
-    control arm? One row per (dataset, teacher, reading, protocol) found finished on disk."""
-    runs = standard_runs(datasets)
+    control arm? One row per (dataset, teacher, reading, protocol) found finished on disk (`runs`: standard_runs')."""
+    runs = standard_runs(datasets) if runs is None else runs
     if not runs:
         return []
     order = sorted(runs, key=lambda k: (datasets.index(k[0]), not teacher_kind(k[1].partition("|")[0], k[0]).startswith("fold"), k[1],
@@ -326,10 +323,6 @@ def reference_effect(arm: str = "clustered30-gap", path: Path = REFERENCE_FILE) 
     return float((configs[arm]["ndcg"] - configs["baseline"]["ndcg"]).mean())
 
 
-def _fmt(x: float) -> str:
-    return f"{x:+.4f}".replace("-", "−")
-
-
 def _either(protocols: list[str]) -> str:
     return " and ".join(protocols) if protocols else "no protocol"
 
@@ -350,12 +343,12 @@ def forest_frame(runs: dict, dataset: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary_section(datasets: tuple[str, ...], figures: Path, doc_dir: Path) -> list[str]:
-    """RESULTS.md's opening: five generated lines and a forest plot per dataset (raw reading, every teacher)."""
-    runs = standard_runs(datasets)
+def summary_section(datasets: tuple[str, ...], runs: dict, figures: Path, doc_dir: Path) -> list[str]:
+    """RESULTS.md's opening: five generated lines and a forest plot per dataset (raw reading, every teacher; `runs`:
+    standard_runs')."""
     ref = reference_effect()
     lines = ["## Summary", "",
-             f"- The claim: clustered RIF (K = 30, rank-gap) lifts NDCG@10 by {_fmt(ref)} on LongMemEval (the reference's own "
+             f"- The claim: clustered RIF (K = 30, rank-gap) lifts NDCG@10 by {signed(ref)} on LongMemEval (the reference's own "
              "per-query arrays, paper protocol: clusters and burn-in on the evaluated queries)."]
     frames = {d: forest_frame(runs, d) for d in datasets}
     for d, frame in frames.items():
@@ -364,24 +357,24 @@ def summary_section(datasets: tuple[str, ...], figures: Path, doc_dir: Path) -> 
         for teacher, g in frame.groupby("teacher", sort=False):
             gap = g[g["arm"] == "clustered30-gap"].set_index("protocol")
             ctrl = g[g["arm"] == "control"].set_index("protocol")
-            parts = [f"{p} {_fmt(r.delta)} [{_fmt(r.lo)}, {_fmt(r.hi)}]" for p, r in gap.iterrows()]
+            parts = [f"{p} {signed(r.delta)} [{signed(r.lo)}, {signed(r.hi)}]" for p, r in gap.iterrows()]
             clears = [p for p, r in gap.iterrows() if r.lo > 0]
             reach = [p for p, r in gap.iterrows() if r.hi >= ref]
-            same = len({_fmt(x) for x in ctrl["delta"]}) == 1
-            control = (f"{_fmt(ctrl['delta'].iloc[0])} under every protocol ({ctrl.index[0]} CI [{_fmt(ctrl['lo'].iloc[0])}, {_fmt(ctrl['hi'].iloc[0])}])"
-                       if same else "; ".join(f"{p} {_fmt(r.delta)} [{_fmt(r.lo)}, {_fmt(r.hi)}]" for p, r in ctrl.iterrows()))
+            same = len({signed(x) for x in ctrl["delta"]}) == 1
+            control = (f"{signed(ctrl['delta'].iloc[0])} under every protocol ({ctrl.index[0]} CI [{signed(ctrl['lo'].iloc[0])}, {signed(ctrl['hi'].iloc[0])}])"
+                       if same else "; ".join(f"{p} {signed(r.delta)} [{signed(r.lo)}, {signed(r.hi)}]" for p, r in ctrl.iterrows()))
             lines.append(f"- **{d}**, teacher {teacher}: clustered30-gap " + "; ".join(parts)
-                         + f". Its CI clears zero under {_either(clears)}, and is compatible with the reference's {_fmt(ref)} "
+                         + f". Its CI clears zero under {_either(clears)}, and is compatible with the reference's {signed(ref)} "
                          f"under {_either(reach)}. The control arm (the cross-encoder reranks the whole candidate union, no "
                          f"suppression) moves NDCG@10 by {control}.")
-    problem = static_export_problem()
+    problem = static_export_problem()  # once: it looks for kaleido and a Chromium on PATH
     drawn = {}
     for d, frame in frames.items():
         if frame.empty:
             continue
         fig = forest(frame, "row", "delta", "lo", "hi", f"{d}: Δ NDCG@10 vs the baseline, raw logit, seed 42",
                      "Δ NDCG@10 vs baseline (95 % bootstrap CI over queries)", "arm · protocol", color="teacher",
-                     references={f"reference clustered30-gap {_fmt(ref)}": ref})
+                     references={f"reference clustered30-gap {signed(ref)}": ref})
         drawn[figures / f"forest-{d}.svg"] = fig
     if drawn and not problem:
         write_svgs(drawn)
@@ -392,9 +385,9 @@ def summary_section(datasets: tuple[str, ...], figures: Path, doc_dir: Path) -> 
     return lines
 
 
-def other_runs_section(datasets: tuple[str, ...], shown: tuple[str, str]) -> list[str]:
+def other_runs_section(datasets: tuple[str, ...], shown: tuple[str, str], runs: dict | None = None) -> list[str]:
     """The full protocol tables of every other (dataset, teacher) under the raw reading, folded away."""
-    runs = standard_runs(datasets)
+    runs = standard_runs(datasets) if runs is None else runs
     pairs = sorted({(d, i) for d, i, reading, _ in runs if reading == "raw" and (d, i) != shown},
                    key=lambda k: (datasets.index(k[0]), k[1]))
     out = []
@@ -426,11 +419,14 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
     ctx = replay_context(paper)
     study = read_teacher_study(dataset, reranker)
     systems = sorted(results_dir().glob(f"systems-{dataset}-*"), key=lambda p: p.stat().st_mtime, reverse=True)
-    wanted = {"reranker": reranker, "n_queries": paper.summary["n_queries"], "calibrated": paper.summary["calibrated"]}
+    # the systems table of the RIF runs' own pools: same dataset (the glob also matches e.g. locomo-audited), teacher
+    # identity, reading and first-stage pipeline (a notebook's tokenizer or depth variant is another table)
+    wanted = {"dataset": dataset, "reranker": reranker, "reranker_identity": paper.summary.get("reranker_identity"),
+              "n_queries": paper.summary["n_queries"], "calibrated": paper.summary["calibrated"]}
     summaries = [json.loads((p / "summary.json").read_text()) for p in systems if (p / "summary.json").exists()]
     by_stage = {}
     for x in summaries:  # newest first: the newest systems table of each second stage
-        if all(x.get(k) == v for k, v in wanted.items()):
+        if all(x.get(k) == v for k, v in wanted.items()) and x.get("config", {}).get("pipeline") == paper.config.get("pipeline"):
             by_stage.setdefault(x["second_stage"], x)
     sys_summary = by_stage.get(paper.summary["second_stage"])
 
@@ -454,8 +450,9 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
             levels = " | ".join(f"{next(x for x in by_stage[st]['systems'] if x['name'] == row['name'])['ndcg@10']:.4f}" for st in stages)
             doc.append(f"| {row['name']} | {levels} | {row['recall@10']:.4f} | {pool_recall(row)} | {_p(row.get('p_vs_rrf'))} |")
         doc.append("")
-    doc[4:4] = summary_section(datasets, FIGURES if out is None else Path(out).parent / "figures", (out or REPO_ROOT / "RESULTS.md").parent)
-    doc += inputs_section(datasets)
+    finished = standard_runs(datasets)  # read once for the three sections below
+    doc[4:4] = summary_section(datasets, finished, FIGURES if out is None else Path(out).parent / "figures", (out or REPO_ROOT / "RESULTS.md").parent)
+    doc += inputs_section(datasets, finished)
     for protocol in ("paper", "heldout", "prequential"):
         if protocol not in runs:
             doc += [f"## Protocol: {protocol}", "", f"_Not run: `lethe-lab rif run {dataset} --protocol {protocol}`._", ""]
@@ -486,7 +483,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
         summary = json.loads(haystack.read_text())
         images = {n: os.path.relpath(FIGURES_DIR / f"{n}.svg", path.parent) for n in summary["charts"] if (FIGURES_DIR / f"{n}.svg").exists()}
         doc += [results_section(summary, images=images)]
-    doc += other_runs_section(datasets, (dataset, s.get("reranker_identity") or reranker))
+    doc += other_runs_section(datasets, (dataset, s.get("reranker_identity") or reranker), finished)
     doc += [*changes_section(runs, sys_summary),
             "## Answers, read off the tables above", "", *answers(runs, len(ctx.dataset.corpus)), "",
             "## Reading the numbers", "", *interpretation(paper, study), "",

@@ -47,6 +47,7 @@ from lethe_core.retrieval.bm25 import BM25Params
 from lethe_core.retrieval.dense import EmbeddingCache, LazyEncoder
 from lethe_core.retrieval.pipeline import PipelineConfig, query_vectors
 from lethe_core.rif.protocols import PROTOCOLS, ReplayContext
+from lethe_core.rif.state import CAP, WINNER_RELIEF
 from lethe_core.util.paths import cache_dir, default_dataset_path, home_dir, results_dir, shared_data_dir
 
 # Bump when a writer adds or renames something a reader relies on: folders with another version are
@@ -356,15 +357,28 @@ def replay_context(run: Run):
                          c["second_stage"])
 
 
+# The RIF constants of a standard run (DESIGN.md); a run with other values is a sweep point, not the headline.
+STANDARD = {"alpha": 0.3, "eta": 0.1, "decay": 0.005, "cap": CAP, "reinforce": WINNER_RELIEF}
+
+
+def is_standard(r: Run) -> bool:
+    """A full run: every query, every arm, the standard constants (not a notebook's subset, sweep point or ablation of
+    the decay), so a report reading "the newest run" never picks a side run that happened to finish later."""
+    c = r.config
+    if c.get("conversations") or c.get("limit_queries") or c.get("arms") or c.get("eager_decay"):
+        return False
+    return all(float(c.get(k, v)) == v for k, v in STANDARD.items())
+
+
 def latest_runs(dataset: str, reranker: str | None = None, second_stage: str | None = None,
                 reading: str | None = None, identity: str | None = None) -> dict[str, Run]:
-    """The newest full (not subset) run of each protocol of `dataset`, optionally of one reranker, second stage,
+    """The newest standard run (`is_standard`) of each protocol of `dataset`, optionally of one reranker, second stage,
     logit reading ("raw" or "calibrated") and reranker identity (weights and inference backend)."""
     runs, _ = list_runs()
     chosen: dict[str, Run] = {}
     for r in runs:  # newest first
         s = r.summary
-        if s["dataset"] != dataset or (reranker and s["reranker"] != reranker) or r.config.get("conversations") or r.config.get("limit_queries"):
+        if s["dataset"] != dataset or (reranker and s["reranker"] != reranker) or not is_standard(r):
             continue
         if (second_stage and s.get("second_stage") != second_stage) or (reading and logit_reading(s) != reading):
             continue

@@ -91,3 +91,21 @@ def test_the_first_run_decision_is_read_off_the_table(monkeypatch):
     assert any("does not beat RRF, so the fold teacher stays" in line and "-0.0400 [-0.0600, -0.0200]" in line for line in worse)
     better = reranker_md.teacher_decision([_systems("locomo", "trained:fold", 0.50), _systems("locomo", "trained:cross", 0.45)])
     assert any("beats RRF with a CI clear of zero" in line for line in better)
+
+
+def test_the_newest_run_a_report_reads_is_a_standard_one(runs_home, monkeypatch):
+    """A notebook's side run (an arm subset) that finished later must not replace the full run in RESULTS.md."""
+    from lethe_core.results.runs import is_standard, latest_runs, load_run
+
+    home, summary, _ = runs_home
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    full = home / "results" / summary["run_id"]
+    side = full.with_name(full.name + "-subset")
+    if not side.exists():
+        shutil.copytree(full, side)
+        c = json.loads((side / "config.json").read_text())
+        (side / "config.json").write_text(json.dumps({**c, "arms": ["clustered30-gap"]}))
+        s = json.loads((side / "summary.json").read_text())
+        (side / "summary.json").write_text(json.dumps({**s, "run_id": side.name}))
+    assert is_standard(load_run(full)) and not is_standard(load_run(side))
+    assert latest_runs("synthetic-6000", reading="raw")["heldout"].run_id == summary["run_id"]
