@@ -63,7 +63,9 @@ def test_deep_link_on_a_fresh_server_then_the_filter_follows_the_sidebar(results
         try:
             driver.get(f"{url}/inspector")
             settled("Query inspector")
-            sidebar = driver.find_element(By.CSS_SELECTOR, '[data-testid="stSidebar"]')
+            # the sidebar's run picker is drawn after the title `settled` waits for (as the filter widget below): wait for it
+            sidebar = wait.until(lambda d: next((s for s in d.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebar"]')
+                                                 if "Results run" in s.text), None))
             assert "Results run" in sidebar.text
             assert len(driver.find_elements(By.CSS_SELECTOR, '[data-testid="stSidebarNavLink"]')) == len(browser.PAGES)
             assert not any(c.startswith("Filtered to clusters") for c in captions())
