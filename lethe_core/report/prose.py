@@ -1,12 +1,24 @@
 """Sentences a notebook builds from its own run's numbers, so that no result is typed into its prose (docs/notebooks.md).
 
 Each helper returns a fragment for an f-string shown with `display(Markdown(...))`; every one reads correctly on the
-small test runs too (nothing counted, an undefined CI).
+small test runs too (nothing counted, an undefined CI). `typed_results` is the rule the tests hold hand-written prose
+to (notebook markdown, README.md, docs/): what it finds there must come from a run instead.
 """
 
 from __future__ import annotations
 
 import math
+import re
+
+# A typed result: a percentage, a decimal, or a number with thousands separators ('5 %', '−0.0090', '5,882').
+RESULT = re.compile(r"(?<![\w@.])\d+(?:\.\d+)? ?%|(?<![\w@.])[−-]?\d+\.\d+|(?<![\w@.])\d{1,3}(?:,\d{3})+(?!\d)")
+CI_LEVELS = re.compile(r"\b(?:90|95) ?%")  # "95 % CI" names a level, not a result
+
+
+def typed_results(text: str) -> list[str]:
+    """The numbers in `text` that read as measured results, so a test can keep them out of prose written by hand
+    (notebook markdown, README.md, docs/); names such as NDCG@10, conv-48 or top-30 and CI levels are spared."""
+    return RESULT.findall(CI_LEVELS.sub("", text))
 
 
 def share(part: int, whole: int, noun: str = "") -> str:

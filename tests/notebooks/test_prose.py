@@ -8,20 +8,13 @@ with a thousands separator (5,882).
 
 from __future__ import annotations
 
-import re
-
 import jupytext
 import pytest
 
 from lethe_core.report.notebooks import discover
+from lethe_core.report.prose import typed_results
 
 NOTEBOOKS = discover()
-RESULT = re.compile(r"(?<![\w@.])\d+(?:\.\d+)? ?%|(?<![\w@.])[−-]?\d+\.\d+|(?<![\w@.])\d{1,3}(?:,\d{3})+(?!\d)")
-CI_LEVELS = re.compile(r"\b(?:90|95) ?%")  # "95 % CI" names a level, not a result
-
-
-def typed_results(text: str) -> list[str]:
-    return RESULT.findall(CI_LEVELS.sub("", text))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
