@@ -3,9 +3,11 @@
 `analysis.behaviour_table` gives the means; this adds what a verdict needs: per metric (NDCG@10, the
 three top-1 behaviours, both stale-fact definitions, abstain@0/2/4), overall and per question type,
 the paired difference arm − baseline over the same queries with its bootstrap CI and permutation p,
-and the spread of that difference over the burn-in seeds. NaN rows (stale_fact off knowledge-update
-questions, stale_fact_temporal without timestamps) are left out pair by pair, and `n` says how many
-pairs a figure rests on (0: the metric is undefined on that slice).
+and the spread of that difference over the burn-in seeds. Several seeds are read as every table reads
+them (`experiments.rif.SEED_CONVENTION`, "seed mean per query"): each query's value averaged over the
+seeds, then paired and resampled over queries. NaN rows (stale_fact off knowledge-update questions,
+stale_fact_temporal without timestamps) are left out pair by pair before that mean, and `n` says how
+many queries a figure rests on (0: the metric is undefined on that slice).
 """
 
 from __future__ import annotations
@@ -22,24 +24,35 @@ METRICS = ("ndcg@10", "exact_episode", "sibling_confusion", "wrong_family", "sta
 ALL = "all"
 
 
-def _paired(per_query: pd.DataFrame, arm: str, baseline: str, metric: str) -> pd.DataFrame:
+def _paired(per_query: pd.DataFrame, arm: str, baseline: str, metric: str, by: str | None = None) -> pd.DataFrame:
+    """Arm and baseline values of each (seed, query) where both are defined: queries pair up only within a seed."""
     key = ["seed", "query_id", "split"]
-    a = per_query[per_query["arm"] == arm].set_index(key)[[metric, "qtype"]]
+    a = per_query[per_query["arm"] == arm].set_index(key)
     b = per_query[per_query["arm"] == baseline].set_index(key)[metric].reindex(a.index)
-    return pd.DataFrame({"qtype": a["qtype"], "arm": a[metric], "baseline": b}).dropna().reset_index()
+    pairs = pd.DataFrame({"arm": a[metric], "baseline": b}).dropna()
+    if by:
+        pairs[by] = a[by].reindex(pairs.index)
+    return pairs.reset_index()
+
+
+def _query_means(per_query: pd.DataFrame, arm: str, baseline: str, metric: str, by: str | None) -> pd.DataFrame:
+    """Each query's arm and baseline value averaged over the seeds where both are defined (`SEED_CONVENTION`)."""
+    pairs = _paired(per_query, arm, baseline, metric, by)
+    cols = {"arm": ("arm", "mean"), "baseline": ("baseline", "mean"), **({by: (by, "first")} if by else {})}
+    return pairs.groupby("query_id", sort=True).agg(**cols).reset_index()
 
 
 def behaviour_deltas(per_query: pd.DataFrame, arm: str, baseline: str = "baseline", by: str | None = "qtype",
                      metrics=METRICS, seed: int = 0) -> pd.DataFrame:
-    """One row per (group, metric): n pairs, baseline and arm means, delta with 95 % CI and permutation p.
+    """One row per (group, metric): n queries, baseline and arm means, delta with 95 % CI and permutation p.
 
-    `per_query` holds the rows of one seed (paired bootstrap over queries); groups are `all` plus each value of `by`.
+    `per_query` may hold several seeds: each query's value is their mean (`SEED_CONVENTION`), so the paired bootstrap
+    and the permutation test resample queries, not (query, seed) rows that share a question. Groups are `all` plus
+    each value of `by`.
     """
-    if per_query["seed"].nunique() > 1:
-        raise ValueError("behaviour_deltas pairs queries within one seed; pass one seed's rows (analysis.first_seed)")
     rows = []
     for metric in metrics:
-        pairs = _paired(per_query, arm, baseline, metric)
+        pairs = _query_means(per_query, arm, baseline, metric, by)
         groups = [(ALL, pairs)] + (list(pairs.groupby(by, sort=True)) if by else [])
         if by:  # a type where the metric is undefined everywhere still gets its (empty) row
             seen = {g for g, _ in groups}
@@ -57,7 +70,8 @@ def behaviour_deltas(per_query: pd.DataFrame, arm: str, baseline: str = "baselin
 
 
 def seed_spread(per_query: pd.DataFrame, arm: str, baseline: str = "baseline", metrics=METRICS) -> pd.DataFrame:
-    """Per metric: the overall delta arm − baseline in each seed, and its mean and SD over the seeds."""
+    """Per metric: the overall delta arm − baseline in each seed, and its mean and SD over the seeds (how far one
+    seed's reading strays from the seed-mean table)."""
     rows = []
     for metric in metrics:
         pairs = _paired(per_query, arm, baseline, metric)
@@ -77,12 +91,12 @@ def coverage(per_query: pd.DataFrame, by: str = "qtype", metrics=("stale_fact", 
 
 
 def behaviour_study(run: Run, arm: str = "clustered30-gap", by: str = "qtype", seed: int = 0) -> dict[str, pd.DataFrame]:
-    """The notebook's three tables from one RIF run: deltas on the first seed, the seed spread, metric coverage."""
+    """The notebook's three tables from one RIF run: deltas on each query's seed mean (`SEED_CONVENTION`), the seed
+    spread, metric coverage."""
     if arm not in set(run.per_query["arm"]):
         raise ValueError(f"arm {arm!r} is not in run {run.path.name}; it has {sorted(run.per_query['arm'].unique())}")
     pq = run.per_query
-    first = pq[pq["seed"] == run.summary["seeds"][0]]
-    return {"deltas": behaviour_deltas(first, arm, by=by, seed=seed), "seeds": seed_spread(pq, arm), "coverage": coverage(first, by)}
+    return {"deltas": behaviour_deltas(pq, arm, by=by, seed=seed), "seeds": seed_spread(pq, arm), "coverage": coverage(pq, by)}
 
 
 __all__ = ["ALL", "METRICS", "behaviour_deltas", "behaviour_study", "coverage", "seed_spread"]

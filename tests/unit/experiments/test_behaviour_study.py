@@ -1,4 +1,4 @@
-"""Checkpoint 16 behaviour decomposition: paired deltas per question type, NaN handling, seed spread, a real run."""
+"""Checkpoint 16 behaviour decomposition: paired deltas per question type on seed means, NaN handling, seed spread, a real run."""
 
 import math
 
@@ -42,10 +42,24 @@ def test_seeds_and_coverage():
     s = seed_spread(two, "rif", metrics=("exact_episode",)).iloc[0]
     assert s["seed 42"] == pytest.approx(0.25) and s["seed 43"] == pytest.approx(0.5)
     assert s["delta_seed_mean"] == pytest.approx(0.375) and s["delta_seed_sd"] == pytest.approx(np.std([0.25, 0.5], ddof=1))
-    with pytest.raises(ValueError, match="one seed"):
-        behaviour_deltas(two, "rif")
-    c = coverage(frame()).set_index("qtype")
+    c = coverage(two).set_index("qtype")  # queries are counted once, whatever the number of seeds
     assert c.loc["a", "queries"] == 2 and c.loc["a", "stale_fact defined"] == 0 and c.loc["b", "stale_fact defined"] == 1
+
+
+def test_deltas_read_the_seed_mean_per_query():
+    # seed 43: the arm also hits q2 exactly, and q2's stale_fact is undefined there (NaN-aware: its mean is seed 42's)
+    second = frame(43)
+    second.loc[(second["arm"] == "rif") & (second["query_id"] == "q2"), "exact_episode"] = 1.0
+    second.loc[second["query_id"] == "q2", "stale_fact"] = np.nan
+    two = pd.concat([frame(42), second], ignore_index=True)
+    d = behaviour_deltas(two, "rif", metrics=("exact_episode", "stale_fact")).set_index(["group", "metric"])
+    first = behaviour_deltas(frame(42), "rif", metrics=("exact_episode",)).set_index(["group", "metric"])
+    # per query, arm − baseline averaged over the seeds: q1 +1, q2 +0.5, the others 0; n counts queries, not rows
+    assert d.loc[("all", "exact_episode"), "n"] == 4 and d.loc[("all", "exact_episode"), "delta"] == pytest.approx(0.375)
+    assert first.loc[("all", "exact_episode"), "delta"] == pytest.approx(0.25)  # the first seed alone reads otherwise
+    assert d.loc[("all", "exact_episode"), "arm"] == pytest.approx(0.875)
+    assert d.loc[("b", "exact_episode"), "delta"] == pytest.approx(0.25)
+    assert d.loc[("all", "stale_fact"), "n"] == 1 and d.loc[("all", "stale_fact"), "delta"] == 1.0
 
 
 def test_study_of_a_real_run(tmp_path):
@@ -54,9 +68,9 @@ def test_study_of_a_real_run(tmp_path):
     run = load_run(summary["results_dir"])
     out = behaviour_study(run, "clustered30-gap")
     d = out["deltas"].set_index(["group", "metric"])
-    first = run.per_query[run.per_query["seed"] == 42]
-    for m in ("exact_episode", "wrong_family", "ndcg@10"):
-        means = first.groupby("arm")[m].mean()
+    pq, first = run.per_query, run.per_query[run.per_query["seed"] == 42]
+    for m in ("exact_episode", "wrong_family", "ndcg@10"):  # every query in both seeds: the seed mean per query is the pooled mean
+        means = pq.groupby("arm")[m].mean()
         assert d.loc[("all", m), "delta"] == pytest.approx(means["clustered30-gap"] - means["baseline"])
     assert set(out["deltas"]["group"]) == {"all", *first["qtype"].unique()}
     assert (d.xs("stale_fact", level="metric")["n"] == 0).all()  # LoCoMo has no knowledge-update questions
