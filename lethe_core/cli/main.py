@@ -28,6 +28,8 @@ cache_app = typer.Typer(no_args_is_help=True, help="Inspect the reranker pair-sc
 app.add_typer(cache_app, name="cache")
 notebooks_app = typer.Typer(no_args_is_help=True, help="Execute the checkpoint notebooks and regenerate notebooks/README.md.")
 app.add_typer(notebooks_app, name="notebooks")
+docs_app = typer.Typer(no_args_is_help=True, help="Regenerate the generated blocks of README.md and docs/*.md from results folders.")
+app.add_typer(docs_app, name="docs")
 
 DATASET_HELP = "locomo | locomo-audited | realtalk | locomo-haystack[-msg][:N_TURNS] | nfcorpus | longmemeval | beir (with --path) | synthetic[:N_TURNS]"
 PathOpt = typer.Option(None, "--path", help="dataset file or folder (default: ../shared/data/..., or LETHE_<NAME>_PATH)")
@@ -585,6 +587,25 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
         _fail(exc)
     ran = [e for e in log if not e["skipped"]]
     typer.echo(f"{len(ran)} executed, {len(log) - len(ran)} up to date; {sum(e['seconds'] for e in ran) / 60:.1f} min")
+
+
+@docs_app.command("refresh")
+@_guard
+def docs_refresh(files: Optional[list[str]] = typer.Argument(None, help="documents to refresh (default: README.md and docs/*.md)")) -> None:
+    """Rewrite every `<!-- generated: NAME -->` block from the results folder it names; a block whose source run is
+    absent here is kept as it is, and said so."""
+    from pathlib import Path
+
+    from lethe_core.report.documents import refresh
+    from lethe_core.util.paths import REPO_ROOT
+
+    paths = [Path(f) for f in files] if files else [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise check.ArgError(f"FILES must be existing documents, not found: {', '.join(missing)}")
+    for path in paths:
+        for name, status in refresh(path):
+            typer.echo(f"{path}: {name}: {status}")
 
 
 @app.command("haystack")
