@@ -49,7 +49,7 @@ matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols 
 
 study: run matrix browser  ## the canonical build behind README's results, RESULTS.md, RERANKER.md and notebooks/README.md: one teacher (LoCoMo's fold teacher), fp32 ONNX; resumable
 	$(BIN)/lethe-lab reranker report --backend onnx
-	$(BIN)/lethe-lab notebooks build --reranker fold --backend onnx
+	$(BIN)/lethe-lab notebooks build --reranker fold --backend onnx --jobs 2
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo

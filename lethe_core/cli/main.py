@@ -366,7 +366,8 @@ def _print_rif(summary: dict, dataset: str, path: Optional[str]) -> None:
     from lethe_core.results.runs import LOGIT_READINGS, logit_reading
 
     typer.echo(f"\n{summary['dataset']} / protocol {summary['protocol']}: {summary['n_queries']:,} queries, seeds {summary['seeds']}, "
-               f"reranker {summary['reranker']} (second stage {summary['second_stage']}; RIF read the {LOGIT_READINGS[logit_reading(summary)]})")
+               f"reranker {summary['reranker']} (second stage {summary['second_stage']}; RIF read the {LOGIT_READINGS[logit_reading(summary)]}); "
+               f"every column reads the {summary.get('seed_convention', 'first seed')}, CIs over queries")
     typer.echo(f"{'arm':<22}{'NDCG@10':>8}{'95% CI':>18}{'seed sd':>8}{'delta':>9}{'95% CI':>20}{'p':>8}{'p_holm':>8}"
                f"{'R@30':>8}{'dR@30':>8}{'suppressed':>11}")
     for a in summary["arms"]:
@@ -374,7 +375,7 @@ def _print_rif(summary: dict, dataset: str, path: Optional[str]) -> None:
         supp = sum(v["entries"] for v in a["suppressed_entries"].values()) if a["suppressed_entries"] else 0
         typer.echo(f"{a['name']:<22}{n['mean']:>8.4f}  [{n['ci'][0]:.4f}, {n['ci'][1]:.4f}]{n['seed_sd']:>8.4f}"
                    f"{d['mean']:>+9.4f}  [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]{_fmt_p(a['p']):>8}{_fmt_p(a['p_holm']):>8}"
-                   f"{r['mean']:>8.4f}{a['delta_recall']['mean']:>+8.4f}{supp:>11,}")
+                   f"{r['mean']:>8.4f}{a['delta_recall']['mean']:>+8.4f}{supp:>11,.0f}")
     _echo_dropped(summary.get("dropped"), dataset, path, summary.get("dropped_whole_file"))
     typer.echo(f"results: {summary['results_dir']}")
 
@@ -559,7 +560,8 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
                     force: bool = typer.Option(False, "--force", help="re-run notebooks whose inputs are unchanged"),
                     html: bool = typer.Option(True, "--html/--no-html"),
                     reranker: Optional[str] = typer.Option(None, "--reranker", help="one teacher for every notebook: a reranker spec, `fold` (LoCoMo's fold teacher, the one `make run` trains) or `auto` (resolved once, so every row names the same model); default: each notebook's own"),
-                    backend: Optional[str] = typer.Option(None, "--backend", help="one inference backend for every notebook (torch, onnx, onnx-int8); default: each notebook's own")) -> None:
+                    backend: Optional[str] = typer.Option(None, "--backend", help="one inference backend for every notebook (torch, onnx, onnx-int8); default: each notebook's own"),
+                    jobs: int = typer.Option(1, "--jobs", help="notebooks executed at once, each kernel on its share of the cores (`make study` uses 2)")) -> None:
     """Execute notebooks/NN_*.py at full parameters into notebooks/_build/, draw their figures into
     docs/figures/checkpoints/ and rewrite notebooks/README.md (resumable)."""
     from lethe_core.inference import BACKENDS
@@ -569,6 +571,7 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     from lethe_core.util.figures import static_export_problem
 
     discover(only)  # unknown names fail before any kernel starts
+    check.at_least("--jobs", jobs, 1)
     if backend is not None and backend not in BACKENDS:
         raise check.ArgError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if not small and (problem := static_export_problem()):
@@ -582,7 +585,7 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     if backend is not None:
         parameters["backend"] = backend
     try:
-        log = NotebookBuild(names=only, small=small, force=force, html=html, parameters=parameters).run()
+        log = NotebookBuild(names=only, small=small, force=force, html=html, parameters=parameters, jobs=jobs).run()
     except NotebookError as exc:
         _fail(exc)
     ran = [e for e in log if not e["skipped"]]

@@ -166,39 +166,67 @@ def _snapshots_frame(snaps: list[dict], ds: Dataset) -> pd.DataFrame:
     return frame.assign(doc_id=ids[frame["doc_idx"].to_numpy()])
 
 
-def _metric_block(df: pd.DataFrame, base: pd.DataFrame, col: str, seed: int) -> tuple[dict, dict, float | None]:
-    mine = df.set_index(["query_id", "split"])[col]
-    ref = base.set_index(["query_id", "split"])[col].reindex(mine.index)
+SEED_CONVENTION = "seed mean per query"  # how every table reads several seeds (docs/statistics.md)
+
+
+def seed_means(rows: pd.DataFrame, col: str) -> pd.Series:
+    """Each query's `col` averaged over the seeds (every protocol evaluates a query once per seed): the one reading of
+    several seeds in every table, the CLI's, RESULTS.md's and the notebooks' (`report.checkpoints.replay_claim`)."""
+    return rows.groupby("query_id")[col].mean()
+
+
+def _metric_block(mine: pd.Series, ref: pd.Series, seed: int) -> tuple[dict, dict, float | None]:
+    """Level CI, paired Δ with its query-level and conversation-level CIs, and the permutation p, on seed means."""
+    ref = ref.reindex(mine.index)
     level = stats.bootstrap_ci(mine.to_numpy(), seed=seed).as_dict()
     delta = stats.paired_delta_ci(mine.to_numpy(), ref.to_numpy(), seed=seed).as_dict()
+    ids = [str(q) for q in mine.index]
+    conversations = [stats.conversation_of(q) for q in ids] if all(":" in q for q in ids) else None
+    if conversations is not None and len(set(conversations)) > 1:
+        h = stats.hierarchical_paired_ci(mine.to_numpy(), ref.to_numpy(), conversations, seed=seed)
+        delta["conversation_ci"] = [h.lo, h.hi]
+    else:
+        delta["conversation_ci"] = None
     return level, delta, stats.paired_permutation_test(mine.to_numpy(), ref.to_numpy(), seed=seed)
 
 
+def _mean_suppressed(suppressed: dict, seeds: list[int], arm: str) -> dict:
+    """An arm's suppression counts per split (entries, docs), averaged over the seeds."""
+    per_split: dict[str, list[dict]] = {}
+    for seed in seeds:
+        for split, counts in suppressed[seed].get(arm, {}).items():
+            per_split.setdefault(str(split), []).append(counts)
+    return {split: {k: float(np.mean([c[k] for c in counts])) for k in counts[0]} for split, counts in per_split.items()}
+
+
 def summarise(per_query: pd.DataFrame, arms: list[Arm], seeds: list[int], suppressed: dict, protocol: str) -> dict:
-    """Seed-42 table with CIs, deltas, permutation p and Holm-adjusted p; spread across seeds."""
-    first = per_query[per_query["seed"] == seeds[0]]
-    base = first[first["arm"] == "baseline"]
-    control = first[first["arm"] == "control"]
+    """The run's table, every seed read one way (`SEED_CONVENTION`): each query's NDCG@10 and R@30 averaged over the
+    seeds, then CIs (query-level and, where query ids name conversations, conversation-level), paired Δ, permutation p
+    and Holm-adjusted p over queries; the spread of the seeds' means beside it."""
+    means = {col: {a: seed_means(per_query[per_query["arm"] == a], col) for a in per_query["arm"].unique()}
+             for col in ("ndcg@10", "pool_recall@30")}
+    base = per_query[per_query["arm"] == "baseline"]
+    has_control = "control" in means["ndcg@10"]
     out_arms = []
     for arm in arms:
-        df = first[first["arm"] == arm.name]
-        ndcg, d_ndcg, p = _metric_block(df, base, "ndcg@10", seeds[0])
-        rec, d_rec, p_rec = _metric_block(df, base, "pool_recall@30", seeds[0])
+        df = per_query[per_query["arm"] == arm.name]
+        ndcg, d_ndcg, p = _metric_block(means["ndcg@10"][arm.name], means["ndcg@10"]["baseline"], seeds[0])
+        rec, d_rec, p_rec = _metric_block(means["pool_recall@30"][arm.name], means["pool_recall@30"]["baseline"], seeds[0])
         entry = {"name": arm.name, "kind": arm.kind, "k": arm.k, "rule": arm.rule, "ndcg@10": ndcg, "delta_ndcg": d_ndcg,
                  "p": None if arm.name == "baseline" else p, "recall@30": rec, "delta_recall": d_rec,
                  "p_recall": None if arm.name == "baseline" else p_rec,
-                 "suppressed_entries": {str(k): v for k, v in suppressed[seeds[0]].get(arm.name, {}).items()}}
-        if len(control) and arm.name != "control":
-            _, d_ctrl, p_ctrl = _metric_block(df, control, "ndcg@10", seeds[0])
+                 "suppressed_entries": _mean_suppressed(suppressed, seeds, arm.name)}
+        if has_control and arm.name != "control":
+            _, d_ctrl, p_ctrl = _metric_block(means["ndcg@10"][arm.name], means["ndcg@10"]["control"], seeds[0])
             entry["delta_vs_control"], entry["p_vs_control"] = d_ctrl, p_ctrl
-        by_seed = per_query[per_query["arm"] == arm.name].groupby("seed")["ndcg@10"].mean()
-        base_by_seed = per_query[per_query["arm"] == "baseline"].groupby("seed")["ndcg@10"].mean()
+        by_seed = df.groupby("seed")["ndcg@10"].mean()
+        base_by_seed = base.groupby("seed")["ndcg@10"].mean()
         entry["ndcg@10"]["seed_mean"] = float(by_seed.mean())
         entry["ndcg@10"]["seed_sd"] = float(by_seed.std(ddof=1)) if len(by_seed) > 1 else 0.0
         entry["delta_ndcg"]["seed_mean"] = float((by_seed - base_by_seed).mean())
         entry["delta_ndcg"]["seed_sd"] = float((by_seed - base_by_seed).std(ddof=1)) if len(by_seed) > 1 else 0.0
         entry["behaviour"] = {c: float(df[c].mean()) for c in ("exact_episode", "sibling_confusion", "wrong_family", "abstain@0", "abstain@2", "abstain@4")}
-        if protocol == PAPER:
+        if protocol == PAPER:  # hot/cold/unseen depend on each seed's burn-in stream: (query, seed) rows pooled over the seeds
             entry["buckets"] = {b: {"n": int(len(g)), "ndcg@10": float(g["ndcg@10"].mean()),
                                     "delta_ndcg": float(g["ndcg@10"].mean() - base[base["bucket"] == b]["ndcg@10"].mean())}
                                 for b, g in df.groupby("bucket")}
@@ -211,14 +239,14 @@ def summarise(per_query: pd.DataFrame, arms: list[Arm], seeds: list[int], suppre
     for a in out_arms:
         a.setdefault("p_holm", None)
         a.setdefault("p_recall_holm", None)
-    result = {"arms": out_arms}
+    result = {"arms": out_arms, "seed_convention": SEED_CONVENTION}
     if protocol == PREQUENTIAL:
-        result["learning_curve"] = learning_curve(first)
+        result["learning_curve"] = learning_curve(per_query)
     return result
 
 
 def learning_curve(rows: pd.DataFrame, points: int = 20) -> dict:
-    """Running mean of each arm's NDCG@10 minus the baseline's, by stream position."""
+    """Running mean of each arm's NDCG@10 minus the baseline's, by stream position (each position's mean over the seeds)."""
     wide = rows.pivot_table(index="position", columns="arm", values="ndcg@10").sort_index()
     delta = wide.sub(wide["baseline"], axis=0).cumsum().div(np.arange(1, len(wide) + 1), axis=0)
     at = np.unique(np.linspace(1, len(wide), points).astype(int))

@@ -33,7 +33,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"  # nbconvert templates
 FIGURES = REPO_ROOT / "docs" / "figures" / "checkpoints"  # committed SVG copies of a full build's figures
 FOREST = "index-forest.svg"
 QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
-IDENTITY = ("reranker", "backend")  # what a row of the index must share with the build to be shown as its result
+IDENTITY = ("reranker", "backend")
+TIMED = {"08_hybrid"}  # notebooks that time themselves (query latency): a parallel build runs them alone, after the others  # what a row of the index must share with the build to be shown as its result
 
 # Parameters every notebook declares; the tests run each notebook with these (a few seconds of work each).
 SMALL = {"dataset": "locomo", "conversations": 2, "limit_queries": None, "seeds": 2, "burn_in": 400,
@@ -203,10 +204,12 @@ class NotebookBuild:
     html: bool = True
     timeout: int | None = None
     progress: bool = True
+    jobs: int = 1  # notebooks executed at once (`_run_parallel`)
+    root: Path = NOTEBOOKS
     log: list[dict] = field(default_factory=list)
 
     def run(self) -> list[dict]:
-        paths = discover(self.names)
+        paths = discover(self.names, self.root)
         out = Path(self.out or (BUILD / "small" if self.small else BUILD))
         params = {**(SMALL if self.small else {}), **self.parameters}
         publish = not self.small and self.out is None  # only the canonical build draws the committed figures
@@ -214,30 +217,89 @@ class NotebookBuild:
         state = json.loads(state_file.read_text()) if state_file.exists() else {}
         from tqdm.auto import tqdm
 
-        bar = tqdm(paths, desc="notebooks", unit="nb", disable=not self.progress)
-        for path in bar:
-            bar.set_postfix_str(path.stem)
+        todo = []
+        for path in paths:
             key = stamp(path, params)
             prev = state.get(path.stem, {})
             if not self.force and prev.get("stamp") == key and (out / f"{path.stem}.ipynb").exists():
                 self.log.append({**prev, "notebook": path.stem, "skipped": True})
                 if publish and not any(FIGURES.glob(f"{path.stem}-*.svg")):
                     export_figures(out / f"{path.stem}.ipynb")
-                continue
-            t0 = time.perf_counter()
-            target = execute(path, out, params, self.html, self.timeout)
+            else:
+                todo.append((path, key))
+        # Longest first (by the last recorded time; new ones first of all), so the workers finish together.
+        todo.sort(key=lambda item: -state.get(item[0].stem, {}).get("seconds", float("inf")))
+        failures = []
+
+        def done(path: Path, key: str, seconds: float, target: Path) -> None:
             if publish:
                 export_figures(target)
-            entry = {"notebook": path.stem, "stamp": key, "seconds": round(time.perf_counter() - t0, 1),
+            entry = {"notebook": path.stem, "stamp": key, "seconds": round(seconds, 1),
                      "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "skipped": False}
             state[path.stem] = {k: v for k, v in entry.items() if k != "skipped"}
             state_file.write_text(json.dumps(state, indent=2))
             self.log.append(entry)
             if self.progress:
                 tqdm.write(f"{path.stem}: {entry['seconds']:.0f} s -> {target}")
+
+        bar = tqdm(total=len(todo), desc="notebooks", unit="nb", disable=not self.progress)
+        alone = [item for item in todo if item[0].stem in TIMED] if self.jobs > 1 else []
+        shared = [item for item in todo if item not in alone]
+        if self.jobs > 1 and len(shared) > 1:
+            failures += self._run_parallel(shared, out, params, done, bar)
+        else:
+            alone = shared + alone
+        for path, key in alone:
+            bar.set_postfix_str(path.stem)
+            try:
+                target, seconds = _timed_execute(path, out, params, self.html, self.timeout)
+            except NotebookError as exc:
+                failures.append(str(exc))
+            else:
+                done(path, key, seconds, target)
+            bar.update()
+        bar.close()
+        if failures:  # every other notebook ran and is recorded: a rerun executes only these
+            raise NotebookError("; ".join(failures))
         if publish:
             write_index(out, state, parameters=params, figures=FIGURES)
         return self.log
+
+    def _run_parallel(self, todo: list, out: Path, params: dict, done, bar) -> list[str]:
+        """`jobs` notebooks at a time, each kernel held to its share of the cores (OMP/MKL/OpenBLAS threads, which torch
+        and ONNX Runtime read): most notebooks spend much of their time in single-threaded Python (the rescue replay,
+        pandas), so two kernels on two cores finish sooner than one kernel that owns both. Caches and run folders are
+        locked per writer (`util.locking`), so two notebooks asking for the same pools or run compute them once."""
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from multiprocessing import get_context
+
+        threads = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        failures = []
+        with ProcessPoolExecutor(self.jobs, mp_context=get_context("spawn"), initializer=_share_cores, initargs=(threads,)) as pool:
+            running = {pool.submit(_timed_execute, path, out, params, self.html, self.timeout): (path, key) for path, key in todo}
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    path, key = running.pop(future)
+                    try:
+                        target, seconds = future.result()
+                    except NotebookError as exc:
+                        failures.append(str(exc))
+                    else:
+                        done(path, key, seconds, target)
+                    bar.update()
+        return failures
+
+
+def _share_cores(threads: str) -> None:
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = threads
+
+
+def _timed_execute(path: Path, out: Path, params: dict, html: bool, timeout: int | None) -> tuple[Path, float]:
+    t0 = time.perf_counter()
+    target = execute(path, out, params, html, timeout)
+    return target, time.perf_counter() - t0
 
 
 def _minus(text) -> str:

@@ -98,17 +98,24 @@ def _p(p) -> str:
     return "–" if p is None else f"{p:.4f}"
 
 
+def _conversation_ci(delta: dict) -> str:
+    """The conversation-level CI of a Δ (runs of schema 3 on datasets with conversations), else a dash."""
+    ci = delta.get("conversation_ci")
+    return "–" if not ci else f"[{ci[0]:+.4f}, {ci[1]:+.4f}]"
+
+
 def protocol_table(run: Run) -> str:
-    lines = ["| arm | NDCG@10 [95% CI] | mean ± sd over seeds | Δ NDCG [95% CI] | p | p (Holm) | pool Recall@30 (ᵘ: whole union) | Δ pool recall | Δ vs control (p) | suppressed (cluster, entry) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| arm | NDCG@10 [95% CI] | mean ± sd over seeds | Δ NDCG [95% CI] | Δ by conversation [95% CI] | p | p (Holm) | pool Recall@30 (ᵘ: whole union) | Δ pool recall | Δ vs control (p) | suppressed (cluster, entry; seed mean) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for a in run.summary["arms"]:
         n, d, r = a["ndcg@10"], a["delta_ndcg"], a["recall@30"]
         ctrl = a.get("delta_vs_control")
         supp = sum(v["entries"] for v in a["suppressed_entries"].values()) if a["suppressed_entries"] else 0
         lines.append(
             f"| {a['name']} | {n['mean']:.4f} [{n['ci'][0]:.4f}, {n['ci'][1]:.4f}] | {n['seed_mean']:.4f} ± {n['seed_sd']:.4f} | "
-            f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}] | {_p(a['p'])} | {_p(a['p_holm'])} | {r['mean']:.4f}{'ᵘ' if a['kind'] == 'control' else ''} | "
-            f"{a['delta_recall']['mean']:+.4f} | " + (f"{ctrl['mean']:+.4f} ({_p(a['p_vs_control'])})" if ctrl else "–") + f" | {supp:,} |")
+            f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}] | {_conversation_ci(d)} | {_p(a['p'])} | {_p(a['p_holm'])} | "
+            f"{r['mean']:.4f}{'ᵘ' if a['kind'] == 'control' else ''} | {a['delta_recall']['mean']:+.4f} | "
+            + (f"{ctrl['mean']:+.4f} ({_p(a['p_vs_control'])})" if ctrl else "–") + f" | {supp:,.0f} |")
     return "\n".join(lines)
 
 
@@ -142,11 +149,11 @@ def answers(runs: dict[str, Run], n_entries: int) -> list[str]:
             if u and g and u["suppressed_entries"] and g["suppressed_entries"]:
                 su = sum(v["entries"] for v in u["suppressed_entries"].values())
                 sg = sum(v["entries"] for v in g["suppressed_entries"].values())
-                out.append(f"  - K={k}: rank-gap suppresses {sg:,} (cluster, entry) pairs vs {su:,} for uniform "
+                out.append(f"  - K={k}: rank-gap suppresses {sg:,.0f} (cluster, entry) pairs vs {su:,.0f} for uniform (seed means) "
                            f"({(1 - sg / su) * 100 if su else 0:.0f}% fewer), NDCG@10 {g['ndcg@10']['mean']:.4f} vs {u['ndcg@10']['mean']:.4f}.")
         for a in glob:
             docs = max((v["docs"] for v in a["suppressed_entries"].values()), default=0)
-            out.append(f"  - saturation: {a['name']} ends burn-in with {docs:,} of {n_entries:,} turns ({docs / n_entries:.0%}) under suppression.")
+            out.append(f"  - saturation: {a['name']} ends burn-in with {docs:,.0f} of {n_entries:,} turns (seed mean) ({docs / n_entries:.0%}) under suppression.")
     return out
 
 
@@ -269,7 +276,7 @@ def inputs_section(datasets: tuple[str, ...], runs: dict | None = None) -> list[
                                         READING_ORDER.index(k[2]), PROTOCOLS.index(k[3])))
     lines = ["## Teacher origin and logit reading", "",
              "Does where the teacher was trained, or which logit RIF reads, change RIF's effect and its gap to the control arm? "
-             "Each row is one finished run (`lethe-lab rif run`, 5 seeds): Δ NDCG@10 vs baseline of seed 42 with its 95 % bootstrap "
+             "Each row is one finished run (`lethe-lab rif run`, 5 seeds): Δ NDCG@10 vs baseline (each query's seed mean) with its 95 % bootstrap "
              "CI and Holm-adjusted permutation p (over the arms vs baseline); the last column is clustered30-gap − control with its "
              "unadjusted p. *Fold* teachers score each query with the fold model that never saw its conversation; a *cross-dataset* "
              "teacher was trained on all of the other dataset (docs/method.md, \"Teachers\"). The raw logit is the paper's reading; "
@@ -328,7 +335,7 @@ def _either(protocols: list[str]) -> str:
 
 
 def forest_frame(runs: dict, dataset: str) -> pd.DataFrame:
-    """One row per (teacher, protocol, arm) of the raw reading: seed 42's Δ NDCG@10 vs baseline and its 95 % CI."""
+    """One row per (teacher, protocol, arm) of the raw reading: Δ NDCG@10 vs baseline (seed mean per query) and its 95 % CI."""
     rows = []
     keys = sorted((k for k in runs if k[0] == dataset and k[2] == "raw"),
                   key=lambda k: (not teacher_kind(k[1].partition("|")[0], dataset).startswith("fold"), k[1], PROTOCOLS.index(k[3])))
@@ -372,7 +379,7 @@ def summary_section(datasets: tuple[str, ...], runs: dict, figures: Path, doc_di
     for d, frame in frames.items():
         if frame.empty:
             continue
-        fig = forest(frame, "row", "delta", "lo", "hi", f"{d}: Δ NDCG@10 vs the baseline, raw logit, seed 42",
+        fig = forest(frame, "row", "delta", "lo", "hi", f"{d}: Δ NDCG@10 vs the baseline, raw logit, seed mean per query",
                      "Δ NDCG@10 vs baseline (95 % bootstrap CI over queries)", "arm · protocol", color="teacher",
                      references={f"reference clustered30-gap {signed(ref)}": ref})
         drawn[figures / f"forest-{d}.svg"] = fig
@@ -437,7 +444,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
            f"Reranker (teacher): **{reranker}**" + (f" ({teacher_kind(reranker, dataset)})" if teacher_kind(reranker, dataset) else "")
            + f", second stage **{s['second_stage']}**, RIF reads the **{LOGIT_READINGS[logit_reading(s)]}**; "
            f"{s['n_queries']:,} answerable queries over one global pool of {len(ctx.dataset.corpus):,} turns; seeds {s['seeds']} "
-           "(tables: seed 42 with 95% bootstrap CIs and paired permutation p, 10,000 each; Holm over the arms vs baseline; "
+           "(tables: each query's metric averaged over the seeds, then 95% bootstrap CIs over queries and paired permutation p, 10,000 each; Holm over the arms vs baseline; "
            "'mean ± sd over seeds' varies the schedule and k-means seeds).", ""]
     if by_stage:
         stages = sorted(by_stage, key=lambda st: st != s["second_stage"])
@@ -461,7 +468,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
         doc += [f"## Protocol: {protocol}", "", f"{PROTOCOL_TEXT[protocol]}. Second stage `{r.summary['second_stage']}`; "
                 f"results folder `{r.run_id}`.", "", protocol_table(r), ""]
         if protocol == "paper":
-            doc += ["Hot / cold / never-drawn buckets (seed 42, Δ NDCG@10 vs baseline):", "", "| arm | hot | cold | unseen |", "|---|---|---|---|"]
+            doc += ["Hot / cold / never-drawn buckets (Δ NDCG@10 vs baseline; a query's bucket depends on the seed's burn-in stream, so (query, seed) rows are pooled over the seeds, n counts them):", "", "| arm | hot | cold | unseen |", "|---|---|---|---|"]
             for a in r.summary["arms"]:
                 b = a.get("buckets", {})
                 doc.append(f"| {a['name']} | " + " | ".join(f"{b[k]['delta_ndcg']:+.4f} (n={b[k]['n']})" if k in b else "–" for k in ("hot", "cold", "unseen")) + " |")
@@ -469,7 +476,7 @@ def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path
         if protocol == "prequential" and "learning_curve" in r.summary:
             lc = r.summary["learning_curve"]
             arms = [a for a in ("global-gap", "clustered30-gap", "clustered30-uniform") if a in lc]
-            doc += ["Learning curve: running mean of Δ NDCG@10 vs baseline by stream position (seed 42):", "",
+            doc += ["Learning curve: running mean of Δ NDCG@10 vs baseline by stream position (mean over the seeds):", "",
                     "| position | " + " | ".join(arms) + " |", "|---" * (len(arms) + 1) + "|"]
             for idx, pos in enumerate(lc["position"]):
                 if idx % 4 == 0 or idx == len(lc["position"]) - 1:

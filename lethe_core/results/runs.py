@@ -7,7 +7,9 @@ SUMMARY_KEYS, ARM_KEYS, CONFIG_KEYS and COLUMNS below:
 - `config.json`    the RIFExperiment config plus `schema_version`, `reranker_resolved`, `pool_key`, `dataset_fingerprint`,
                    `burn_in`, `seeds`, `calibrated`, `second_stage_resolved`.
 - `summary.json`   `{schema_version, dataset, protocol, reranker, run_id, n_queries, seeds, burn_in, calibrated, second_stage,
-                   arms: [{name, kind, k, rule, ndcg@10: {mean, ci, seed_mean, seed_sd}, delta_ndcg: {...},
+                   seed_convention ("seed mean per query": every mean, CI and p below is over queries of their
+                   seed-averaged metric), arms: [{name, kind, k, rule, ndcg@10: {mean, ci, seed_mean, seed_sd},
+                   delta_ndcg: {mean, ci, conversation_ci, seed_mean, seed_sd},
                    p, p_holm, recall@30: {...}, delta_recall, p_recall, p_recall_holm, delta_vs_control,
                    p_vs_control, suppressed_entries: {split: {entries, docs}}, behaviour: {...},
                    buckets (paper protocol)}], learning_curve (prequential)}`
@@ -52,7 +54,7 @@ from lethe_core.util.paths import cache_dir, default_dataset_path, home_dir, res
 
 # Bump when a writer adds or renames something a reader relies on: folders with another version are
 # refused with the command that regenerates them, instead of failing later with a KeyError on one page.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: every table reads the seed mean per query (was seed 42), with a conversation-level CI
 
 # What a run's mechanism read (summary key `logit_reading`): the raw logit is the paper's reading and the default;
 # the calibrated one is the `--calibration` ablation, so named in every table.
@@ -67,7 +69,7 @@ def logit_reading(summary: dict) -> str:
 
 
 SUMMARY_KEYS = ("schema_version", "dataset", "protocol", "reranker", "run_id", "n_queries", "seeds", "burn_in", "calibrated",
-                "second_stage", "arms")
+                "second_stage", "seed_convention", "arms")
 ARM_KEYS = ("name", "kind", "k", "rule", "ndcg@10", "delta_ndcg", "p", "p_holm", "recall@30", "delta_recall", "p_recall",
             "p_recall_holm", "suppressed_entries", "behaviour")
 ARM_METRIC_KEYS = ("ndcg@10", "delta_ndcg", "recall@30", "delta_recall")  # each {mean, ci, ...}

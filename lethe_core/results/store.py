@@ -43,6 +43,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from lethe_core.util.locking import exclusive
 from lethe_core.util.paths import results_dir
 
 SAVE_MODES = ("reuse", "overwrite")
@@ -248,20 +249,23 @@ def finished(out: Path, config: dict) -> dict | None:
 def reuse_or_run(out: Path, config: dict, compute: Callable[[], dict], mode: str = DEFAULT_SAVE_MODE) -> dict:
     """The module's reuse rule: `mode="reuse"` returns the finished run of `config` in `out` when there is one,
     else (and always with `mode="overwrite"`) `compute()`, which writes the folder (summary.json last) after
-    `begin_write` cleared it and gave the run its write id."""
-    if check_save_mode(mode) == "reuse":
-        done = finished(out, config)
-        if done is not None:  # said on stderr, so that a reused run is never mistaken for a fresh one
-            print(f"reusing the finished run {out.name} (same config; overwrite mode, `--overwrite` on the CLI, recomputes it)",
-                  file=sys.stderr)
-            return done
-    token = begin_write(out)
-    try:
-        return compute()
-    except BaseException:
-        with contextlib.suppress(OSError):  # failed before writing anything: no empty folder listed as a partial run
-            if not any(out.iterdir()):
-                out.rmdir()
-        raise
-    finally:
-        end_write(out, token)
+    `begin_write` cleared it and gave the run its write id. One process at a time per folder (a lock file beside it):
+    two notebooks of a parallel build asking for the same run compute it once, the second waits and reuses it."""
+    check_save_mode(mode)
+    with exclusive(out.parent / f".{out.name}.lock", f"{out.name}: another process is computing this run; waiting to reuse it"):
+        if mode == "reuse":
+            done = finished(out, config)
+            if done is not None:  # said on stderr, so that a reused run is never mistaken for a fresh one
+                print(f"reusing the finished run {out.name} (same config; overwrite mode, `--overwrite` on the CLI, recomputes it)",
+                      file=sys.stderr)
+                return done
+        token = begin_write(out)
+        try:
+            return compute()
+        except BaseException:
+            with contextlib.suppress(OSError):  # failed before writing anything: no empty folder listed as a partial run
+                if not any(out.iterdir()):
+                    out.rmdir()
+            raise
+        finally:
+            end_write(out, token)

@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,27 @@ def test_a_study_reuses_its_finished_run(tmp_path):
     assert again.pop("write_id") != first["write_id"] and again == {k: v for k, v in first.items() if k != "write_id"}
     assert (folder / "per_query.parquet").exists()
     assert SystemsExperiment(data, seed=1).run(tmp_path) != first  # another config, recomputed into the same folder
+
+
+def _compute_once(out: str, log: str, value: int) -> int:
+    """One process of the race below: sleeps inside the computation so that the other arrives while it runs."""
+    import time
+
+    def run():
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(0.5)
+        return store.write_summary(out, {"config": {"k": 1}, "value": value})
+
+    return store.reuse_or_run(Path(out), {"k": 1}, run)["value"]
+
+
+def test_two_processes_asking_for_one_run_compute_it_once(tmp_path):
+    """A parallel notebook build: the second process waits on the run folder's lock, then reuses the first's run."""
+    import multiprocessing
+
+    out, log = tmp_path / "run", tmp_path / "computed.log"
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        values = pool.starmap(_compute_once, [(str(out), str(log), 1), (str(out), str(log), 2)])
+    assert len(log.read_text().split()) == 1, "exactly one process computed the run"
+    assert values[0] == values[1] and values[0] in (1, 2), "the other one read that run back"
