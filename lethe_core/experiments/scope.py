@@ -8,7 +8,9 @@ our RIF runs looked up (or run) by their parameters, and the views over them the
 - `matching_run` / `load_or_run`: an existing RIF results folder made with exactly an experiment's parameters
   (same pools, protocol, seeds, burn-in, constants), else a fresh `RIFExperiment.run()`.
 - `bucket_table`, `delta_ci`, `saturation_table`: per-bucket deltas with CIs, family-wise CIs, share of the
-  corpus under suppression at the end of burn-in.
+  corpus under suppression at the end of burn-in. Our runs' seeds are read as every table reads them
+  (`rif.SEED_CONVENTION`): `delta_ci` on each query's seed mean; the buckets, which depend on each seed's
+  burn-in stream, on the (query, seed) rows pooled over the seeds, as `rif.summarise` does.
 """
 
 from __future__ import annotations
@@ -23,10 +25,9 @@ import pandas as pd
 from lethe_core.measures import stats
 from lethe_core.datasets.splits import PAPER
 from lethe_core.util.paths import shared_data_dir
-from lethe_core.results.analysis import first_seed
 from lethe_core.results.runs import Run, list_runs, load_run
 from lethe_core.rif.protocols import hot_cold_schedule
-from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment
+from lethe_core.experiments.rif import PAPER_SEED, RIFExperiment, seed_means
 from lethe_core.experiments.setup import DataSpec
 
 REFERENCE_FILE = shared_data_dir() / "lethe_per_query" / "longmemeval_rif_gap_per_query.json"
@@ -224,22 +225,31 @@ def nfcorpus_experiment(reranker: str, backend: str, seeds: int, burn_in: int | 
 
 
 def _paired(run: Run, arm: str, baseline: str = "baseline") -> pd.DataFrame:
-    pq = first_seed(run)
-    mine = pq[pq["arm"] == arm].set_index(["query_id", "split"])
-    base = pq[pq["arm"] == baseline].set_index(["query_id", "split"])["ndcg@10"].reindex(mine.index)
+    """The arm's (query, seed) rows beside the baseline's NDCG@10 on the same query, seed and split."""
+    pq = run.per_query
+    key = ["seed", "query_id", "split"]
+    mine = pq[pq["arm"] == arm].set_index(key)
+    base = pq[pq["arm"] == baseline].set_index(key)["ndcg@10"].reindex(mine.index)
     return mine.assign(baseline=base.to_numpy()).reset_index()
 
 
 def delta_ci(run: Run, arm: str, level: float = 0.95, baseline: str = "baseline") -> stats.Interval:
-    """Paired bootstrap CI of the arm's delta NDCG@10 vs the baseline (seed 42) at `level`; a family-wise level
-    (1 - 0.05 / m, Bonferroni) makes it the interval that matches a correction over m arms."""
-    df = _paired(run, arm, baseline)
-    return stats.paired_delta_ci(df["ndcg@10"].to_numpy(), df["baseline"].to_numpy(), seed=run.summary["seeds"][0], level=level)
+    """Paired bootstrap CI at `level` of the arm's delta NDCG@10 vs the baseline over queries, each query's NDCG@10
+    averaged over the seeds (`rif.SEED_CONVENTION`, as the run's summary); a family-wise level (1 - 0.05 / m,
+    Bonferroni) makes it the interval that matches a correction over m arms."""
+    pq = run.per_query
+    mine = seed_means(pq[pq["arm"] == arm], "ndcg@10")
+    base = seed_means(pq[pq["arm"] == baseline], "ndcg@10").reindex(mine.index)
+    return stats.paired_delta_ci(mine.to_numpy(), base.to_numpy(), seed=run.summary["seeds"][0], level=level)
 
 
 def bucket_table(run: Run, arms: list[str] | None = None, baseline: str = "baseline") -> pd.DataFrame:
-    """Per arm and bucket (paper protocol: hot / cold / unseen): queries, draws of the burn-in, delta NDCG@10 with a
-    paired bootstrap CI (seed 42)."""
+    """Per arm and bucket (paper protocol: hot / cold / unseen): rows, queries, delta NDCG@10 with a paired 95 % CI.
+
+    A query's bucket depends on its seed's burn-in stream, so a query has no one bucket to average its seeds in: the
+    (query, seed) rows are pooled over the seeds (the mean `rif.summarise` reports), and the CI resamples queries with
+    their rows in the bucket (`stats.hierarchical_paired_ci` grouped by query), since one query's seeds are not
+    independent draws."""
     arms = arms or [a for a in run.arms if a != baseline]
     rows = []
     for arm in arms:
@@ -248,9 +258,10 @@ def bucket_table(run: Run, arms: list[str] | None = None, baseline: str = "basel
             g = df[df["bucket"] == b]
             if g.empty:
                 continue
-            d = stats.paired_delta_ci(g["ndcg@10"].to_numpy(), g["baseline"].to_numpy(), seed=run.summary["seeds"][0])
-            rows.append({"arm": arm, "bucket": b, "n": len(g), "baseline ndcg": float(g["baseline"].mean()),
-                         "delta": d.mean, "lo": d.lo, "hi": d.hi})
+            d = stats.hierarchical_paired_ci(g["ndcg@10"].to_numpy(), g["baseline"].to_numpy(), g["query_id"].astype(str).to_numpy(),
+                                             seed=run.summary["seeds"][0])
+            rows.append({"arm": arm, "bucket": b, "n": len(g), "queries": int(g["query_id"].nunique()),
+                         "baseline ndcg": float(g["baseline"].mean()), "delta": d.mean, "lo": d.lo, "hi": d.hi})
     return pd.DataFrame(rows)
 
 
@@ -263,12 +274,13 @@ def corpus_size(run: Run) -> int:
 
 def saturation_table(run: Run, n_entries: int | None = None) -> pd.DataFrame:
     """Per RIF arm (and split): share of the corpus with non-zero suppression in at least one cluster at the end of
-    burn-in (`docs` / corpus size, as the experiment recorded it), its (cluster, entry) pairs, and the same share at
-    the last snapshot (`analysis.saturation`; equal to it when the burn-in is a multiple of the snapshot step)."""
+    burn-in (`docs` / corpus size, the seeds' mean as the experiment's summary records it), its (cluster, entry) pairs,
+    and the same share at the last snapshot (`analysis.saturation`; the snapshots are the first seed's, so it equals
+    that seed's share when the burn-in is a multiple of the snapshot step)."""
     from lethe_core.results.analysis import saturation
 
     n_entries = n_entries or corpus_size(run)
-    rows = [{"arm": a["name"], "split": split, "docs": int(v["docs"]), "entries": int(v["entries"]), "share_of_corpus": v["docs"] / n_entries}
+    rows = [{"arm": a["name"], "split": split, "docs": float(v["docs"]), "entries": float(v["entries"]), "share_of_corpus": v["docs"] / n_entries}
             for a in run.summary["arms"] for split, v in (a["suppressed_entries"] or {}).items()]
     out = pd.DataFrame(rows, columns=["arm", "split", "docs", "entries", "share_of_corpus"])
     sat = saturation(run, n_entries)

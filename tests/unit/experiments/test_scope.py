@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from lethe_core.experiments import scope
@@ -76,7 +78,7 @@ def test_load_or_run_reuses_only_a_matching_run(small_exp, tmp_path):
 
 
 def test_bucket_table_and_saturation(small_exp, tmp_path):
-    run, _ = scope.load_or_run(small_exp, tmp_path / "results")
+    run, _ = scope.load_or_run(replace(small_exp, seeds=2), tmp_path / "results")  # two seeds: the summary's seed convention
     buckets = scope.bucket_table(run)
     assert set(buckets["arm"]) == {"global-gap", "clustered10-gap"}
     assert set(buckets["bucket"]) <= set(scope.BUCKETS)
@@ -93,8 +95,34 @@ def test_bucket_table_and_saturation(small_exp, tmp_path):
     assert ((sat["share_of_corpus"] > 0) & (sat["share_of_corpus"] <= 1)).all()
     n = scope.corpus_size(run)
     assert np.allclose(sat["share_of_corpus"], sat["docs"] / n)
-    # burn-in 100 is a multiple of the snapshot step (50): the last snapshot is the end of burn-in
-    assert (sat["snapshot_step"] == 100).all() and np.allclose(sat["snapshot_share"], sat["share_of_corpus"])
+    # burn-in 100 is a multiple of the snapshot step (50): the last snapshot (first seed) is that seed's end of burn-in
+    first = run.summary["suppressed_by_seed"]["42"]
+    assert (sat["snapshot_step"] == 100).all()
+    assert np.allclose(sat["snapshot_share"], [first[a][s]["docs"] / n for a, s in zip(sat["arm"], sat["split"])])
+
+
+def two_seed_run():
+    """Four queries of two conversations, two seeds; the arm gains on q0 in seed 42 only and on q1 in seed 43 only, and
+    q1 moves from the hot bucket (seed 42) to the cold one (seed 43)."""
+    rows = []
+    for seed, gains, buckets in ((42, [0.4, 0.0, 0.0, 0.0], ["hot", "hot", "cold", "cold"]),
+                                 (43, [0.0, 0.2, 0.0, 0.0], ["hot", "cold", "cold", "cold"])):
+        for i in range(4):
+            for arm, gain in (("baseline", 0.0), ("clustered30-gap", gains[i])):
+                rows.append({"seed": seed, "query_id": f"c{i // 2}:q{i}", "split": "all", "arm": arm, "bucket": buckets[i],
+                             "ndcg@10": 0.5 + gain})
+    return SimpleNamespace(per_query=pd.DataFrame(rows), arms=["baseline", "clustered30-gap"], summary={"seeds": [42, 43]})
+
+
+def test_tables_read_the_seed_mean_per_query():
+    run = two_seed_run()
+    d = scope.delta_ci(run, "clustered30-gap")
+    assert d.mean == pytest.approx((0.2 + 0.1) / 4)  # per query, the mean over seeds: 0.2, 0.1, 0, 0; seed 42 alone: 0.1
+    b = scope.bucket_table(run).set_index("bucket")
+    # buckets pool the (query, seed) rows: hot holds q0 twice and q1 in seed 42, cold q1 in seed 43 and q2, q3 in both
+    assert b.loc["hot", "n"] == 3 and b.loc["hot", "queries"] == 2 and b.loc["hot", "delta"] == pytest.approx(0.4 / 3)
+    assert b.loc["cold", "n"] == 5 and b.loc["cold", "queries"] == 3 and b.loc["cold", "delta"] == pytest.approx(0.2 / 5)
+    assert (b["lo"] <= b["delta"]).all() and (b["delta"] <= b["hi"]).all()
 
 
 def test_nfcorpus_experiment_small_is_cheap():
