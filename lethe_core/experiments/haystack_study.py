@@ -3,7 +3,10 @@
 Does RIF's gain depend on corpus size? Every size runs the same pipeline, reranker and arms; only the
 filler grows (a smaller haystack is a prefix of a larger one, docs/haystack.md). Each stage reads the
 pool, pair-score and embedding caches, and a finished size is stored in `sizes/<dataset>.json`, so a
-killed study resumes where it stopped. Definitions (saturation, buckets, verdicts): docs/haystack_study.md.
+killed study resumes where it stopped. Several seeds are read as every table reads them
+(`rif.SEED_CONVENTION`): the gains are the RIF summaries' (each query's NDCG@10 averaged over the seeds, CIs
+over queries); the hot / cold / unseen buckets, which follow each seed's burn-in stream, pool the (query, seed)
+rows over the seeds. Definitions (saturation, buckets, verdicts): docs/haystack_study.md.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from lethe_core.rerankers import resolve_reranker
 from lethe_core.rif.protocols import PROTOCOLS
 from lethe_core.retrieval.second_stage import DEFAULT_MODE
 from lethe_core.experiments.behaviour_study import ALL, behaviour_study
-from lethe_core.experiments.rif import RIFExperiment
+from lethe_core.experiments.rif import SEED_CONVENTION, RIFExperiment
 from lethe_core.experiments.setup import DataSpec
 from lethe_core.experiments.systems import SystemsExperiment
 
@@ -171,7 +174,7 @@ class HaystackStudy:
         stored = self.out / "sizes" / f"{name.replace(':', '-')}.json"
         if stored.exists():
             record = json.loads(stored.read_text())
-            if record.get("key") == cfg.key():
+            if record.get("key") == cfg.key() and record.get("seed_convention") == SEED_CONVENTION:  # else first-seed numbers
                 self.log(f"{where}: stored, not recomputed")
                 self.stages.append({"dataset": name, "stage": "size", "status": "stored"})
                 return record
@@ -200,7 +203,7 @@ class HaystackStudy:
                         pipeline=cfg.pipeline, second_stage=cfg.second_stage, progress=cfg.progress)
         systems = SystemsExperiment(data).run(runs)
         seconds["systems"] = time.perf_counter() - t
-        record = {"key": cfg.key(), "dataset": ds.name, "name": name, "turns": len(corpus),
+        record = {"key": cfg.key(), "seed_convention": SEED_CONVENTION, "dataset": ds.name, "name": name, "turns": len(corpus),
                   "filler_turns": sum(is_filler(turn.id) for turn in corpus.turns), "n_queries": len(ds.queries),
                   "reranker": systems["reranker"], "reranker_identity": systems["reranker_identity"],
                   "systems": {r["name"]: r for r in systems["systems"] if r["name"] in SYSTEM_ROWS},
@@ -269,17 +272,21 @@ def saturation_of(rif: dict, turns: int) -> tuple[dict[str, float], list[int]]:
 
 
 def bucket_gains(per_query: pd.DataFrame, seed: int, arm: str = GAIN_ARMS[0]) -> dict:
-    """Paired NDCG@10 gain of `arm` over the baseline per hot / cold / unseen bucket, first seed, with 95 % CI."""
-    first = per_query[per_query["seed"] == seed]
-    key = ["query_id", "split"]
-    mine = first[first["arm"] == arm].set_index(key)
-    base = first[first["arm"] == "baseline"].set_index(key)["ndcg@10"].reindex(mine.index)
+    """Paired NDCG@10 gain of `arm` over the baseline per hot / cold / unseen bucket, with 95 % CI (bootstrap `seed`).
+
+    A query's bucket follows its seed's burn-in stream, so it has no one bucket to average its seeds in: the
+    (query, seed) rows are pooled over the seeds (`n` rows of `queries` queries; the mean `rif.summarise` reports),
+    and the CI resamples queries with their rows in the bucket, one query's seeds not being independent draws."""
+    key = ["seed", "query_id", "split"]
+    mine = per_query[per_query["arm"] == arm].set_index(key)
+    base = per_query[per_query["arm"] == "baseline"].set_index(key)["ndcg@10"].reindex(mine.index)
+    queries = mine.index.get_level_values("query_id").astype(str).to_numpy()
     out = {}
     for b in BUCKETS:
         m = (mine["bucket"] == b).to_numpy()
         if m.any():
-            d = stats.paired_delta_ci(mine["ndcg@10"].to_numpy()[m], base.to_numpy()[m], seed=seed)
-            out[b] = {"n": int(m.sum()), "delta": d.mean, "ci": [d.lo, d.hi]}
+            d = stats.hierarchical_paired_ci(mine["ndcg@10"].to_numpy()[m], base.to_numpy()[m], queries[m], seed=seed)
+            out[b] = {"n": int(m.sum()), "queries": len(set(queries[m])), "delta": d.mean, "ci": [d.lo, d.hi]}
     return out
 
 
@@ -300,13 +307,14 @@ def saturation_protocol(summary: dict) -> str:
 
 
 def size_curve_table(summary: dict) -> str:
-    """The RESULTS.md table: one row per size; gains are NDCG@10 deltas vs baseline, first seed, 95 % CI, Holm p."""
+    """The RESULTS.md table: one row per size; gains are NDCG@10 deltas vs baseline on each query's seed mean
+    (`SEED_CONVENTION`), 95 % CI over queries, Holm p."""
     protocols, sat = summary["protocols"], saturation_protocol(summary)
     head = ["dataset", "turns", *[f"{s} NDCG@10" for s in SYSTEM_ROWS],
             *[f"{arm} Δ ({p})" for p in protocols for arm in GAIN_ARMS],
             *[f"saturation {arm} ({sat})" for arm in SATURATION_ARMS], "duplicate share of top-30"]
-    lines = [f"Reranker: `{summary['reranker']}`; seeds {summary['seeds']}; gains: NDCG@10 arm − baseline, seed "
-             f"{summary['seeds'][0]}, 95 % paired bootstrap CI, Holm p over the run's arms.", "",
+    lines = [f"Reranker: `{summary['reranker']}`; seeds {summary['seeds']}; gains: NDCG@10 arm − baseline, {SEED_CONVENTION} "
+             "(each query's NDCG@10 averaged over the seeds), 95 % paired bootstrap CI over queries, Holm p over the run's arms.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summary["sizes"]:
         sysrow = [f"{s['systems'][n]['ndcg@10']:.4f} [{s['systems'][n]['ndcg@10_ci'][0]:.4f}, {s['systems'][n]['ndcg@10_ci'][1]:.4f}]"
@@ -320,7 +328,8 @@ def size_curve_table(summary: dict) -> str:
 
 def behaviour_table(summary: dict) -> str:
     """The behaviour decomposition of clustered30-gap at the largest size: one row per behaviour, one column per protocol
-    (rate of the arm − rate of the baseline over all queries, 95 % paired CI); behaviours no query has are left out."""
+    (rate of the arm − rate of the baseline over all queries, each query's seed mean, 95 % paired CI); behaviours no
+    query has are left out."""
     b = summary["behaviour"]
     protocols = list(b["protocols"])
     rows = {r["metric"]: {} for p in protocols for r in b["protocols"][p]["all"] if r["n"]}
@@ -329,7 +338,8 @@ def behaviour_table(summary: dict) -> str:
             if r["n"]:
                 rows[r["metric"]][p] = f"{_fmt(r['delta'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
     lines = [f"Behaviour decomposition of {b['arm']} at `{b['dataset']}` (arm − baseline over all "
-             f"{max(r['n'] for p in protocols for r in b['protocols'][p]['all']):,} queries, 95 % paired CI; definitions: docs/method.md):", "", "| behaviour | " + " | ".join(protocols) + " |",
+             f"{max(r['n'] for p in protocols for r in b['protocols'][p]['all']):,} queries, {SEED_CONVENTION}, 95 % paired CI; "
+             "definitions: docs/method.md):", "", "| behaviour | " + " | ".join(protocols) + " |",
              "|---" * (len(protocols) + 1) + "|"]
     lines += [f"| {m} | " + " | ".join(v.get(p, "–") for p in protocols) + " |" for m, v in rows.items()]
     return "\n".join(lines) + "\n"
@@ -371,7 +381,7 @@ def figures(summary: dict) -> dict[str, go.Figure]:
                 add(fig, arm, label, pts, [v["delta"] for v in g], g)
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
-        out[f"gains_{p}"] = style(fig, f"NDCG@10 gain vs baseline by corpus size, {p} protocol (95 % CI; reranker {rr})",
+        out[f"gains_{p}"] = style(fig, f"NDCG@10 gain vs baseline by corpus size, {p} protocol ({SEED_CONVENTION}, 95 % CI; reranker {rr})",
                                   "corpus turns (log)", "Δ NDCG@10")
     sat = saturation_protocol(summary)
     fig = go.Figure()
@@ -393,7 +403,7 @@ def figures(summary: dict) -> dict[str, go.Figure]:
                     add(fig, b, label, pts, [v["delta"] for v in g], g)
         fig.add_hline(y=0, line_dash="dot")
         fig.update_xaxes(type="log")
-        out["buckets"] = style(fig, f"{GAIN_ARMS[0]} gain by query bucket, paper protocol (95 % CI; reranker {rr})",
+        out["buckets"] = style(fig, f"{GAIN_ARMS[0]} gain by query bucket, paper protocol (query-seed rows pooled, 95 % CI; reranker {rr})",
                                "corpus turns (log)", "Δ NDCG@10")
     return out
 

@@ -1,9 +1,10 @@
 """Issue 14's size-curve study: an end-to-end run on two tiny haystacks, resuming, config errors, computed verdicts."""
 
+import pandas as pd
 import pytest
 
 from lethe_core.experiments import haystack_study as hs
-from lethe_core.experiments.haystack_study import GAIN_ARMS, HaystackStudyConfig, results_section, saturation_of, verdicts
+from lethe_core.experiments.haystack_study import GAIN_ARMS, HaystackStudyConfig, bucket_gains, results_section, saturation_of, verdicts
 from lethe_core.retrieval.pipeline import PipelineConfig
 
 TINY = dict(sizes=(7000, 8000), locomo=False, full=False, protocols=("paper", "prequential"), seeds=1, burn_in=200, ks=(30,),
@@ -49,7 +50,7 @@ def test_study_end_to_end_and_resume(tmp_path, monkeypatch):
     s2 = HaystackStudyConfig(**TINY).run(tmp_path)
     assert (out / "plotly.min.js").read_text(encoding="utf-8") == bundle
     assert [x["status"] for x in s2["stages"]] == ["stored", "stored"]
-    assert s2["sizes"] == s["sizes"]
+    assert s2["sizes"] == s["sizes"] and all(x["seed_convention"] == "seed mean per query" for x in s["sizes"])
     (out / "sizes" / "locomo-haystack-8000.json").unlink()
     monkeypatch.setattr(hs.PoolBuilder, "_score", lambda *a, **k: pytest.fail("a stored pool was rescored"))
     s3 = HaystackStudyConfig(**TINY).run(tmp_path)
@@ -113,6 +114,19 @@ def test_saturation_averages_splits_and_seeds():
     assert sat == {"global-gap": pytest.approx(0.6), "clustered30-gap": pytest.approx(0.1)} and seeds == [42, 43]
 
 
+def test_bucket_gains_pool_the_seeds():
+    # seed 42: the arm gains 0.4 on q0 (hot); seed 43: 0.2 on q1, which that seed's burn-in left cold (hot in seed 42)
+    rows = []
+    for seed, gains, buckets in ((42, [0.4, 0.0, 0.0], ["hot", "hot", "cold"]), (43, [0.0, 0.2, 0.0], ["hot", "cold", "cold"])):
+        for i in range(3):
+            for arm, gain in (("baseline", 0.0), (GAIN_ARMS[0], gains[i])):
+                rows.append({"seed": seed, "query_id": f"c0:q{i}", "split": "all", "arm": arm, "bucket": buckets[i], "ndcg@10": 0.5 + gain})
+    b = bucket_gains(pd.DataFrame(rows), 42)
+    assert b["hot"]["n"] == 3 and b["hot"]["queries"] == 2 and b["hot"]["delta"] == pytest.approx(0.4 / 3)  # seed 42 alone: 0.2
+    assert b["cold"]["n"] == 3 and b["cold"]["queries"] == 2 and b["cold"]["delta"] == pytest.approx(0.2 / 3)  # seed 42 alone: 0
+    assert "unseen" not in b and all(g["ci"][0] <= g["delta"] <= g["ci"][1] for g in b.values())
+
+
 def _gain(delta, half=0.01, p=0.5, vs_control=-0.01):
     return {"delta": delta, "ci": [delta - half, delta + half], "p": p, "p_holm": p,
             "vs_control": {"mean": vs_control, "ci": [vs_control - half, vs_control + half]}}
@@ -135,7 +149,7 @@ def test_results_section_follows_the_numbers():
     assert "claim does not hold here" in weak and "claim holds here" in strong
     assert "does not support the saturation explanation" in weak and "consistent with the paper's saturation explanation" in strong
     assert "| size-144607 | 144,607 |" in strong and "[saturation](data/results/haystack_study/saturation.html)" in strong
-    assert "trained:x" in strong
+    assert "trained:x" in strong and "seed mean per query" in strong
     flat = verdicts(_summary((0.003, 0.05), (0.05, 0.2)))[-1]
     assert "did not fall with size" in flat
 
