@@ -17,8 +17,9 @@
 #
 # **Here.** (1) The reference's table recomputed from its own per-query arrays with `lethe_core.measures.stats` (what
 # `lethe-lab stats FILE` does) and checked figure by figure against its write-up; (2) its hot / cold-seen / unseen split;
-# (3) our LoCoMo arms under the paper, held-out and prequential protocols (Holm over the arms, 5 seeds) and the same
-# buckets; (4) the reference's four arms on NFCorpus with saturation; (5) a computed verdict.
+# (3) our LoCoMo arms under the paper, held-out and prequential protocols (Holm over the arms, 5 seeds read as the seed
+# mean per query: each query's NDCG@10 averaged over the seeds, then every CI and p over queries) and the same buckets;
+# (4) the reference's four arms on NFCorpus with saturation; (5) a computed verdict.
 #
 # Heavy inputs: the LoCoMo RIF runs (`make reproduce`, or `lethe-lab rif run locomo --protocol P --seeds 5
 # --reranker trained:minilm-2fold --backend torch`) are reused when their parameters match, else run here; the NFCorpus
@@ -39,8 +40,8 @@ import plotly.express as px
 from IPython.display import Markdown
 
 from lethe_core.util import figures
-from lethe_core.results.analysis import first_seed, headline, run_example
-from lethe_core.report.checkpoints import Claim, Finding, fmt_ci, relative_effect, replay_claim
+from lethe_core.results.analysis import headline, run_example
+from lethe_core.report.checkpoints import Finding, fmt_ci, relative_effect, replay_claim
 from lethe_core.experiments import scope
 from lethe_core.experiments.rif import RIFExperiment
 from lethe_core.experiments.setup import DataSpec
@@ -107,9 +108,11 @@ display(Markdown(f"Of the reference's {int(ref_buckets.drop_duplicates('bucket')
 #
 # ## 3. Our tables on LoCoMo
 #
-# Same statistics (seed 42 per-query arrays; bootstrap CIs, sign-flip permutation p, Holm over the eleven arms compared
-# with the baseline — the small test run keeps only control and the reference's four; `seed sd` is the spread of NDCG@10 over the 5 burn-in/k-means seeds). Our reranker is the fold-trained
-# cross-encoder that never saw the conversation it scores; the LongMemEval table above used the MS MARCO cross-encoder.
+# Same statistics, every seed read one way (seed mean per query): each query's NDCG@10 averaged over the burn-in/k-means
+# seeds, then bootstrap CIs, sign-flip permutation p and Holm over the eleven arms compared with the baseline, all over
+# queries — the small test run keeps only control and the reference's four; `seed sd` is the spread of the seeds' own
+# NDCG@10 means. Our reranker is the fold-trained cross-encoder that never saw the conversation it scores; the
+# LongMemEval table above used the MS MARCO cross-encoder.
 
 # %%
 data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversations=conversations, limit_queries=limit_queries,
@@ -125,17 +128,19 @@ for protocol in ("paper", "heldout", "prequential"):
           f"burn-in {runs[protocol].summary['burn_in']})")
 tables = {p: headline(r) for p, r in runs.items()}
 for p, t in tables.items():
-    print(f"\n{p}")
+    print(f"\n{p} ({runs[p].summary['seed_convention']})")
     display(t[["arm", "NDCG@10", "NDCG lo", "NDCG hi", "seed sd", "Δ NDCG", "Δ lo", "Δ hi", "p", "p (Holm)"]].round(4))
 
 # %%
 frames = [t[t["arm"] != "baseline"].assign(protocol=p) for p, t in tables.items()]
 figures.bar_ci(pd.concat(frames), "arm", "Δ NDCG", "Δ lo", "Δ hi", f"{dataset}: Δ NDCG@10 vs baseline by protocol", "arm",
-               "Δ NDCG@10 (seed 42, 95 % CI)", color="protocol", reference=0.0, reference_label="no change")
+               "Δ NDCG@10 (seed mean per query, 95 % CI)", color="protocol", reference=0.0, reference_label="no change")
 
 # %% [markdown]
-# Hot / cold / never-drawn buckets of our paper-protocol run (seed 42; the held-out and prequential protocols evaluate
-# no query the state was trained on, so they have no such split).
+# Hot / cold / never-drawn buckets of our paper-protocol run (the held-out and prequential protocols evaluate no query
+# the state was trained on, so they have no such split). A query's bucket depends on its seed's burn-in stream, so it
+# has no one bucket to average its seeds in: the (query, seed) rows are pooled over the seeds (`n` rows of `queries`
+# queries, the run summary's bucket means), and the CI resamples queries with their rows.
 
 # %%
 ours_buckets = scope.bucket_table(runs["paper"])
@@ -145,7 +150,7 @@ control_delta = focus[focus["arm"] == "control"].set_index("bucket")["delta"]
 print("Caveat: control learns nothing (it reranks the whole union), so its Δ per bucket ("
       + ", ".join(f"{b} {v:+.4f}" for b, v in control_delta.items()) + ") is the bucket's own baseline effect; read each RIF arm's Δ against it.")
 figures.bar_ci(focus, "arm", "delta", "lo", "hi", f"{dataset} paper protocol: Δ NDCG@10 by burn-in bucket", "arm",
-               "Δ NDCG@10 vs baseline (seed 42, 95 % CI)", color="bucket", reference=0.0, reference_label="no change")
+               "Δ NDCG@10 vs baseline ((query, seed) rows pooled over the seeds, 95 % CI)", color="bucket", reference=0.0, reference_label="no change")
 
 # %% [markdown]
 # ### One question, before and after suppression
@@ -241,16 +246,17 @@ claims, ours = {}, {}
 for protocol in ("paper", "heldout"):
     row = tables[protocol].set_index("arm").loc[arm]
     base_mean = tables[protocol].set_index("arm").loc["baseline", "NDCG@10"]
-    claims[protocol] = replay_claim(first_seed(runs[protocol]).assign(protocol=protocol), arm, protocol,
+    claims[protocol] = replay_claim(runs[protocol].per_query.assign(protocol=protocol), arm, protocol,
                                     f"{dataset} {protocol} {arm} − baseline NDCG@10 (Holm p {row['p (Holm)']:.3f})",
-                                    level=level, unit="queries (first seed)",
+                                    level=level, unit="queries (seed mean per query)",
                                     reference=relative_effect(r_ref["ndcg"], ref_lme_base, base_mean))
     ours[protocol] = {"delta": claims[protocol].delta, "ci_fw": list(claims[protocol].ci), "ci_fw_conversation": claims[protocol].conversation_ci,
                       "ci95": [row["Δ lo"], row["Δ hi"]], "p": row["p"], "p_holm": row["p (Holm)"]}
 nf_row = nf.set_index("arm").loc["global-uniform"]
-nf_claim = Claim("NFCorpus global-uniform − baseline NDCG@10", nf_row["Δ NDCG"], (nf_row["Δ lo"], nf_row["Δ hi"]),
-                 direction=-1, unit="queries (first seed)", reference=relative_effect(scope.REFERENCE_NFCORPUS["global-original"][0], ref_base,
-                                                         nf.set_index("arm").loc["baseline", "NDCG@10"]))
+nf_claim = replay_claim(nf_run.per_query.assign(protocol="paper"), "global-uniform", "paper",
+                        "NFCorpus global-uniform − baseline NDCG@10", direction=-1, unit="queries (seed mean per query)",
+                        reference=relative_effect(scope.REFERENCE_NFCORPUS["global-original"][0], ref_base,
+                                                  nf.set_index("arm").loc["baseline", "NDCG@10"]))
 nf_gap = nf.set_index("arm").loc[arm]
 sat_nf = scope.saturation_table(nf_run).set_index("arm")["share_of_corpus"]
 sat_lc = scope.saturation_table(runs["paper"]).set_index("arm")["share_of_corpus"]
