@@ -15,9 +15,9 @@
 #
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`), one global pool of turns. Every sweep
 # configuration is replayed under the paper protocol (the reference's, train = test) and the held-out protocol
-# (burn-in on one half of the conversations, frozen evaluation on the other, both ways), for several burn-in
-# seeds. The honest choice picks the configuration on one held-out side and scores it on the other side (and vice
-# versa); the reference's way (tuned on the evaluated queries) is shown beside it so its optimism is visible.
+# (burn-in on one half of the conversations, frozen evaluation on the other, both ways), for several seeds, each
+# its own burn-in stream and its own random conversation split. The honest choice picks the configuration on one
+# held-out side of a seed's split and scores it on the other side (and vice versa); the reference's way (tuned on the evaluated queries) is shown beside it so its optimism is visible.
 # CIs: bootstrap over queries of the per-query seed mean; spread: sd of the per-seed mean delta.
 #
 # Heavy step: the candidate pools (`lethe-lab systems locomo` builds and caches them); the replays need no model.

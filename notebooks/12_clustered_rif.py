@@ -17,7 +17,7 @@
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`). K ∈ {1, 10, 30, 50, 100} (capped by the
 # number of training queries in small runs), both rules, under the paper protocol (the reference's) and the
 # held-out protocol (clusters and burn-in on one half of the conversations, frozen evaluation on the other half,
-# both ways), several seeds (schedule and k-means). Query cues (k-means on the training queries, as the reference)
+# both ways), several seeds (schedule, k-means and the conversation split: each seed draws its own halves). Query cues (k-means on the training queries, as the reference)
 # vs entry cues (k-means on the corpus turn embeddings; a query's cue is its nearest entry centroid).
 # CIs: bootstrap over queries of the per-query seed mean; spread: sd of the per-seed mean delta.
 #
@@ -54,7 +54,7 @@ data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversatio
 ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=True)
 protocols = ("paper", "heldout")
 seed_list = [PAPER_SEED + s for s in range(seeds)]
-k_list = rs.feasible_ks(ks, ctx, protocols)
+k_list = rs.feasible_ks(ks, ctx, protocols, seed_list)
 arms = rs.cluster_arms(k_list, rules, ("query", "entry"))
 replays = rs.replay(ctx, arms, protocols, seed_list, info["burn_in"])
 meta = pd.DataFrame([{"arm": a.name, "K": a.k, "rule": a.rule, "cues": "global" if a.k == 1 else a.cues} for a in arms])

@@ -13,7 +13,7 @@
 # *why* gap suppresses less.
 #
 # **Here.** LoCoMo, every question, the fold-trained reranker (`auto`). Both rules at K = 1 and 30 under the paper and
-# the held-out protocols, several seeds; the suppressed (cluster, entry) counts per arm; and the mechanism made
+# the held-out protocols, several seeds (held out, each seed its own conversation split); the suppressed (cluster, entry) counts per arm; and the mechanism made
 # visible from an update-by-update log of the paper burn-in (`lethe_core.rif.mechanism`): the size of one update's
 # penalty (α × the suppression increment) against the RRF score range of that query's union, and where rank-gap's
 # fewer suppressions come from (losers the reranker kept at or above their first-stage rank get zero strength).
@@ -55,7 +55,7 @@ data = DataSpec(dataset=dataset, reranker=reranker, backend=backend, conversatio
 ctx, info = RIFExperiment(data, burn_in=burn_in).context(entries=False)
 protocols = ("paper", "heldout")
 seed_list = [PAPER_SEED + s for s in range(seeds)]
-k_list = rs.feasible_ks(ks, ctx, protocols)
+k_list = rs.feasible_ks(ks, ctx, protocols, seed_list)
 arms = rs.cluster_arms(k_list, ("uniform", "gap"), ("query",))
 replays = rs.replay(ctx, arms, protocols, seed_list, info["burn_in"])
 table = rs.delta_table(replays.rows)

@@ -18,11 +18,13 @@
 # (`PipelineConfig(k_leg=80)`), all variants of the reference (`lethe_core.mechanisms.rescue_list`, docs/rescue.md) on top of
 # clustered30 + gap (`lethe_core.rif`, unchanged). Three protocols: the reference's small sample (100 queries drawn
 # with `default_rng(7 + seed index)`, burn-in from them, `sample_burn_in` steps), its validation run (all queries,
-# burn-in from them), and held-out (learn on one half of the conversations, evaluate on the other). Evaluation is
+# burn-in from them), and held-out (learn on one half of the conversations, evaluate on the other; each seed draws
+# its own conversation split). Evaluation is
 # always frozen (RIF state and rescue lists untouched), 3 seeds, 95 % CIs over queries, paired permutation tests
-# against clustered30-gap RIF. Scores are the pools' calibrated logits. The reference's thresholds (t = 1.0; 0 and 2 in
-# its threshold runs) are MS MARCO logits; our reranker's calibrated scores stay below 0 even for its top-1, so read
-# literally nothing would ever be rescued (a first full build did exactly that). Each t is mapped onto our scale by
+# against clustered30-gap RIF. Scores are the logits RIF reads (the raw logit by default, as the paper; `calibration`:
+# the ablation). The reference's thresholds (t = 1.0; 0 and 2 in its threshold runs) are MS MARCO logits and our
+# reranker's scores live on another scale (a first full build, reading calibrated scores that stay below 0 even for the
+# top-1, rescued nothing at t read literally). Each t is mapped onto our scale by
 # quantile (`lethe_core.mechanisms.score_scale`): the score below which the same share of the training questions' top-1 scores
 # falls as the reference's top-1 logits fell below t (18.0 % below 0, 32.4 % below 2, checkpoint 16; linear between).
 #

@@ -29,14 +29,19 @@ def check_protocol(protocol: str, allowed: Sequence[str]) -> str:
     return protocol
 
 
-def conversation_halves(conversations: Sequence[str | None], query_ids: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """`heldout`: positions of the first half of the sorted conversation ids vs the rest. A query without a
+def conversation_halves(conversations: Sequence[str | None], query_ids: Sequence[str] | None = None,
+                        seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`heldout`: positions of one half of the conversations vs the rest. `seed=None`: the first half of the sorted
+    conversation ids (one fixed split); a seed draws the half at random, so that a held-out result repeated over seeds
+    is repeated over conversation splits too, not only over burn-in streams (docs/protocols.md). A query without a
     conversation counts as its own (by `query_ids`), so a split never silently merges them."""
     conv = np.array([c if c else (query_ids[i] if query_ids is not None else f"#{i}") for i, c in enumerate(conversations)],
                     dtype=object)
     convs = sorted(set(conv))
     if len(convs) < 2:
         raise ValueError("the held-out protocol needs queries from at least two conversations")
+    if seed is not None:
+        convs = [convs[i] for i in np.random.default_rng(seed).permutation(len(convs))]
     first = set(convs[: len(convs) // 2])
     mask = np.array([c in first for c in conv], dtype=bool)
     return np.flatnonzero(mask), np.flatnonzero(~mask)
@@ -72,13 +77,14 @@ def within_conversation_halves(conversations: Sequence[str], seed: int) -> tuple
 
 
 def train_eval_pairs(protocol: str, conversations: Sequence[str | None], seed: int = 0,
-                     query_ids: Sequence[str] | None = None) -> list[tuple[np.ndarray, np.ndarray, str]]:
-    """(train positions, evaluation positions, split name) for `paper`, `heldout` and `heldout-within`."""
+                     query_ids: Sequence[str] | None = None, split_seed: int | None = None) -> list[tuple[np.ndarray, np.ndarray, str]]:
+    """(train positions, evaluation positions, split name) for `paper`, `heldout` and `heldout-within`; `split_seed`
+    draws the held-out conversation halves (`conversation_halves`; None: the fixed sorted split)."""
     n = len(conversations)
     if protocol == PAPER:
         return [(np.arange(n), np.arange(n), "all")]
     if protocol == HELDOUT:
-        a, b = conversation_halves(conversations, query_ids)
+        a, b = conversation_halves(conversations, query_ids, split_seed)
     elif protocol == HELDOUT_WITHIN:
         a, b = within_conversation_halves(conversations, seed)
     else:

@@ -5,7 +5,8 @@ Protocols (clusters and burn-in on the training queries, evaluation frozen: RIF 
 - `sample100`: the reference's "fast benchmark": 100 queries drawn with `default_rng(7 + seed index)` (the first
   seed is the reference's sample), a burn-in of `sample_burn_in` (800) steps drawn from those 100, evaluated on them;
 - `paper`: the reference's validation run: all queries, `burn_in` (3,000) steps drawn from them, evaluated on them;
-- `heldout`: `datasets.splits.conversation_halves`, learn on one half, evaluate frozen on the other, both directions.
+- `heldout`: `datasets.splits.conversation_halves`, learn on one half, evaluate frozen on the other, both directions;
+  each seed draws its own conversation split, as the RIF replay does.
 The reference kept updating its RIF state during the evaluation pass (its numbers depend on the query order); ours
 never do.
 
@@ -101,7 +102,7 @@ class RescueStudy(ReplayStudy):
         if protocol == SAMPLE100:
             s = sample_positions(len(ctx.pools.query_ids), self.sample_size, seed_index)
             return scheduled([(s, s, "sample")], self.sample_burn_in, PAPER_SEED + seed_index)
-        return scheduled(train_eval(ctx, protocol), self.burn_in, PAPER_SEED + seed_index)
+        return scheduled(train_eval(ctx, protocol, PAPER_SEED + seed_index), self.burn_in, PAPER_SEED + seed_index)
 
     def config_extra(self) -> dict:
         return {"rif": asdict(self.rif), "variant_params": {v: asdict(VARIANTS[v]) for v in self.variants}}

@@ -62,13 +62,12 @@ def cluster_arms(ks: Iterable[int], rules: Sequence[str] = ("uniform",), cues: S
     return arms
 
 
-def feasible_ks(ks: Iterable[int], ctx: ReplayContext, protocols: Sequence[str]) -> list[int]:
+def feasible_ks(ks: Iterable[int], ctx: ReplayContext, protocols: Sequence[str], seeds: Sequence[int] = (42,)) -> list[int]:
     """The K values query clusters can be fit with: at most the number of training queries of every protocol
-    (all queries for paper and prequential's bootstrap aside, the smaller conversation half for held-out)."""
+    (all queries for paper and prequential's bootstrap aside, the smallest conversation half of the seeds' held-out splits)."""
     n = len(ctx.pools.query_ids)
     if HELDOUT in protocols:
-        a, b = conversation_halves(ctx)
-        n = min(n, len(a), len(b))
+        n = min([n, *(len(half) for seed in seeds for half in conversation_halves(ctx, seed))])
     return [k for k in ks if k <= n]
 
 
@@ -112,7 +111,7 @@ def per_query_delta(rows: pd.DataFrame, baseline: str = "baseline", metric: str 
 
 
 def _summarise(group: pd.DataFrame, n_resamples: int) -> dict:
-    per_query = group.groupby(["split", "query_id"])[["value", "delta"]].mean()  # seed mean per query
+    per_query = group.groupby("query_id")[["value", "delta"]].mean()  # seed mean per query (a query's side may vary by seed)
     per_seed = group.groupby("seed")["delta"].mean()
     ci = stats.bootstrap_ci(per_query["delta"].to_numpy(), n_resamples=n_resamples)
     level = stats.bootstrap_ci(per_query["value"].to_numpy(), n_resamples=n_resamples)
@@ -150,29 +149,32 @@ def paired_contrast(rows: pd.DataFrame, a: str, b: str, protocol: str, metric: s
 
 def select_and_evaluate(rows: pd.DataFrame, configs: Sequence[str], baseline: str = "baseline", metric: str = "ndcg@10",
                         n_resamples: int = stats.N_RESAMPLES) -> dict:
-    """Honest choice among `configs` on held-out rows (protocol `heldout`): chosen by the mean delta on one side,
-    scored on the other side, both ways; beside it the choice tuned on the evaluated queries themselves.
+    """Honest choice among `configs` on held-out rows (protocol `heldout`): in each seed (each its own conversation
+    split), chosen by the mean delta on one side and scored on the other side, both ways; beside it the choice tuned on
+    the evaluated queries themselves. Choosing per seed keeps a query that tunes in one seed's split from being scored
+    with its own choice in another's.
 
-    Returns {"sides": DataFrame (tuned_on, chosen, tuning delta, evaluated_on, evaluated delta), "honest": {delta, lo, hi,
-    seed_sd, n_queries} over all queries each scored with a configuration chosen on the other side, "tuned_on_eval":
-    the same for the configuration with the best all-query delta, with its name}.
+    Returns {"sides": DataFrame (seed, tuned_on, chosen, tuning delta, evaluated_on, evaluated delta), "honest": {delta,
+    lo, hi, seed_sd, n_queries} over all queries, each scored with a configuration chosen on the other side of its seed's
+    split (seed mean per query), "tuned_on_eval": the same for the configuration with the best all-query delta, with its name}.
     """
     d = per_query_delta(rows[rows["protocol"] == HELDOUT], baseline, metric)
     d = d[d["arm"].isin(configs)]
     if d.empty:
         raise ValueError("select_and_evaluate needs held-out rows of the configurations")
-    side_mean = d.groupby(["split", "arm"])["delta"].mean()
     splits = sorted(d["split"].unique())
     if len(splits) != 2:
         raise ValueError(f"expected two held-out directions, got {splits}")
     sides, picked = [], []
-    for tune, evaluate in (splits, splits[::-1]):
-        chosen = side_mean[tune].idxmax()
-        sides.append({"tuned_on": f"side {tune.split('->')[1]} ({tune})", "chosen": chosen,
-                      "tuning_delta": float(side_mean[tune][chosen]),
-                      "evaluated_on": f"side {evaluate.split('->')[1]} ({evaluate})",
-                      "evaluated_delta": float(side_mean[evaluate][chosen])})
-        picked.append(d[(d["split"] == evaluate) & (d["arm"] == chosen)])
+    for seed, rows_seed in d.groupby("seed"):
+        side_mean = rows_seed.groupby(["split", "arm"])["delta"].mean()
+        for tune, evaluate in (splits, splits[::-1]):
+            chosen = side_mean[tune].idxmax()
+            sides.append({"seed": seed, "tuned_on": f"side {tune.split('->')[1]} ({tune})", "chosen": chosen,
+                          "tuning_delta": float(side_mean[tune][chosen]),
+                          "evaluated_on": f"side {evaluate.split('->')[1]} ({evaluate})",
+                          "evaluated_delta": float(side_mean[evaluate][chosen])})
+            picked.append(rows_seed[(rows_seed["split"] == evaluate) & (rows_seed["arm"] == chosen)])
     honest = _summarise(pd.concat(picked), n_resamples)
     overall = d.groupby("arm")["delta"].mean()
     best = overall.idxmax()
@@ -193,7 +195,7 @@ def one_parameter_sweep(ctx: ReplayContext, param: str, values: Sequence[float],
 
     Query clusters need K <= the training queries; larger K values are dropped (see `feasible_ks`)."""
     if param == "k":
-        ks = feasible_ks([int(v) for v in values], ctx, protocols)
+        ks = feasible_ks([int(v) for v in values], ctx, protocols, seeds)
         arms = [Arm(f"{param}={v}", "rif", v, rule, base) for v in ks]
     else:
         if param not in RIFParams.__dataclass_fields__:

@@ -38,10 +38,11 @@ PROTOCOLS = (PAPER, HELDOUT)
 REFERENCE = {"static": 0.3680, "routing": 0.3273, "relative": -0.11, "routes": 4345, "memory": 1763, "steps": 2000}
 
 
-def train_eval(ctx, protocol: str) -> list[tuple[np.ndarray, np.ndarray, str]]:
-    """`datasets.splits.train_eval_pairs` over a replay's query positions (conversations in pool order, as the RIF replay)."""
+def train_eval(ctx, protocol: str, split_seed: int | None = None) -> list[tuple[np.ndarray, np.ndarray, str]]:
+    """`datasets.splits.train_eval_pairs` over a replay's query positions (conversations in pool order, as the RIF replay);
+    `split_seed` draws the held-out conversation halves (None: the fixed split)."""
     qids = ctx.pools.query_ids
-    return train_eval_pairs(protocol, [ctx.queries[q].conversation_id for q in qids], query_ids=qids)
+    return train_eval_pairs(protocol, [ctx.queries[q].conversation_id for q in qids], query_ids=qids, split_seed=split_seed)
 
 
 def scheduled(pairs, steps: int, seed: int):

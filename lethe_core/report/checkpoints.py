@@ -146,7 +146,7 @@ def replay_claim(rows, arm: str, protocol: str, what: str, baseline: str = "base
     """A claim on RIF replay rows (`experiments.rif_sweep`): `arm` − `baseline` on the same queries, seeds and splits,
     the seed mean per query, with the conversation-level CI where query ids name their conversation (`conv:q12`)."""
     d = per_query_delta(rows[rows["protocol"] == protocol], baseline, metric)
-    per_query = d[d["arm"] == arm].groupby(["split", "query_id"])["delta"].mean()
+    per_query = d[d["arm"] == arm].groupby("query_id")["delta"].mean()  # held out, a query's side varies with the seed
     if per_query.empty:
         raise ValueError(f"no {protocol} rows of arm {arm!r} beside {baseline!r}")
     ids = [str(q) for q in per_query.index.get_level_values("query_id")]

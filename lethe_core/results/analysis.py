@@ -173,7 +173,7 @@ def suppression_states(ctx: ReplayContext, run: Run, arm: str, seed: int | None 
     if protocol == PAPER:
         trains = {"all": np.arange(len(ctx.pools.query_ids))}
     elif protocol == HELDOUT:
-        a, b = conversation_halves(ctx)
+        a, b = conversation_halves(ctx, seed)  # each seed its own split (rif.protocols.run_heldout)
         trains = {"A->B": a, "B->A": b}
     else:
         raise ValueError(f"a {protocol} run's suppression changes with every query; only seed {paper_seed(run)}'s snapshots record it")
@@ -567,7 +567,7 @@ def replay_example(ctx: ReplayContext, arm: Arm, rows: pd.DataFrame, protocol: s
     if protocol == PAPER:
         train = np.arange(len(ctx.pools.query_ids))
     elif protocol == HELDOUT:
-        a, b = conversation_halves(ctx)
+        a, b = conversation_halves(ctx, seed)  # each seed its own split (rif.protocols.run_heldout)
         train = a if i in set(b.tolist()) else b
     else:
         raise ValueError(f"a {protocol} replay's suppression changes with every query; examples need a frozen protocol")
@@ -608,7 +608,7 @@ def what_if(ctx: ReplayContext, alpha: float, eta: float, k: int, rule: str, pro
         idx = np.arange(len(ctx.pools.query_ids))
         res = run_frozen(ctx, arms, seed, burn_in, idx, idx, "all", snapshot_every=0, buckets=True)
     elif protocol == "heldout":
-        conversation_halves(ctx)
+        conversation_halves(ctx, seed)  # fails early with fewer than two conversations
         res = run_heldout(ctx, arms, seed, burn_in, snapshot_every=0)
     else:
         res = run_prequential(ctx, arms, seed, bootstrap, snapshot_every=0)

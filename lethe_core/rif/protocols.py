@@ -146,14 +146,16 @@ def run_paper(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int 
     return run_frozen(ctx, arms, seed, burn_in, idx, idx, "all", snapshot_every, buckets=True)
 
 
-def conversation_halves(ctx: ReplayContext) -> tuple[np.ndarray, np.ndarray]:
-    """The `heldout` split (`datasets.splits.conversation_halves`) of a replay's query positions."""
+def conversation_halves(ctx: ReplayContext, seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The `heldout` split (`datasets.splits.conversation_halves`) of a replay's query positions; seeded: a random half."""
     qids = ctx.pools.query_ids
-    return splits.conversation_halves([ctx.queries[q].conversation_id for q in qids], qids)
+    return splits.conversation_halves([ctx.queries[q].conversation_id for q in qids], qids, seed)
 
 
 def run_heldout(ctx: ReplayContext, arms: list[Arm], seed: int = 42, burn_in: int = 5000, snapshot_every: int = 500) -> ProtocolResult:
-    a, b = conversation_halves(ctx)
+    """Learn on one half of the conversations, evaluate frozen on the other, both ways; every seed draws its own
+    conversation split as well as its own burn-in stream, so several seeds are several splits."""
+    a, b = conversation_halves(ctx, seed)
     result = ProtocolResult()
     run_frozen(ctx, arms, seed, burn_in, a, b, "A->B", snapshot_every, result)
     run_frozen(ctx, arms, seed, burn_in, b, a, "B->A", snapshot_every, result)

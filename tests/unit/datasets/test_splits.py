@@ -60,3 +60,17 @@ def test_train_eval_pairs_name_their_splits():
     assert within[0][0].tolist() == splits.within_conversation_halves(CONVS, 3)[0].tolist()
     with pytest.raises(ValueError, match="prequential"):
         splits.train_eval_pairs("prequential", CONVS)
+
+
+def test_seeded_conversation_halves_are_whole_conversations_drawn_per_seed():
+    convs = [f"c{i}" for i in range(10) for _ in range(3)]
+    drawn = set()
+    for seed in range(42, 47):
+        a, b = splits.conversation_halves(convs, seed=seed)
+        side_a, side_b = {convs[i] for i in a}, {convs[i] for i in b}
+        assert not side_a & side_b and len(side_a) == 5 and len(side_b) == 5, "whole conversations, half on each side"
+        assert (a.tolist(), b.tolist()) == tuple(x.tolist() for x in splits.conversation_halves(convs, seed=seed)), "deterministic"
+        drawn.add(frozenset(side_a))
+    assert len(drawn) > 1, "several seeds give several splits"
+    pairs = splits.train_eval_pairs(splits.HELDOUT, convs, split_seed=42)
+    assert pairs[0][0].tolist() == splits.conversation_halves(convs, seed=42)[0].tolist()
