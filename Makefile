@@ -5,8 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # No HF_HUB_OFFLINE here: online, `--reranker auto` fetches the paper's MS MARCO cross-encoder. The tests force offline.
 export TOKENIZERS_PARALLELISM ?= false
+# The long steps record their wall time in data/results/timings.jsonl (README's timing table is generated from it);
+# "fresh clone" when make started with no model or cache on disk.
+TIMED = $(BIN)/python -m lethe_core.util.timing
+FRESH := $(if $(wildcard data/cache data/models),,--fresh-clone)
 
-.PHONY: setup browser run quick reranker teachers matrix study learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run run-steps study-steps test-steps quick reranker teachers matrix study learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -23,6 +27,9 @@ browser:
 	    echo "warning: could not install chromium (not root?); the browser test will be skipped"; }
 
 run: setup  ## main job: describe LoCoMo, the fold reranker (the first-run recipe is trained when none is on disk), its pools (fp32 ONNX), systems table, RIF paper protocol
+	$(TIMED) make-run $(FRESH) -- $(MAKE) --no-print-directory run-steps
+
+run-steps:
 	$(BIN)/lethe-lab data describe locomo
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab systems locomo --backend onnx
@@ -47,9 +54,12 @@ matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols 
 	$(BIN)/lethe-lab rif matrix
 	$(BIN)/lethe-lab rif report
 
-study: run matrix browser  ## the canonical build behind README's results, RESULTS.md, RERANKER.md and notebooks/README.md: one teacher (LoCoMo's fold teacher), fp32 ONNX; resumable
+study: setup browser  ## the canonical build behind README's results, RESULTS.md, RERANKER.md and notebooks/README.md: one teacher (LoCoMo's fold teacher), fp32 ONNX; resumable
+	$(TIMED) make-study $(FRESH) -- $(MAKE) --no-print-directory run matrix study-steps
+
+study-steps:
 	$(BIN)/lethe-lab reranker report --backend onnx
-	$(BIN)/lethe-lab notebooks build --reranker fold --backend onnx --jobs 2
+	$(TIMED) notebooks-build -- $(BIN)/lethe-lab notebooks build --reranker fold --backend onnx --jobs 2
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo
@@ -69,6 +79,9 @@ notebooks: setup  ## execute every checkpoint notebook at full parameters (resum
 	$(BIN)/lethe-lab notebooks build
 
 test: setup browser
+	$(TIMED) make-test -- $(MAKE) --no-print-directory test-steps
+
+test-steps:
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not heavy and not ray"
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m ray
 

@@ -75,6 +75,14 @@ def latest(name: str, results_root: Path | None = None) -> dict | None:
     return next((e for e in reversed(read(results_root)) if e["name"] == name), None)
 
 
+def make_dry_run(makeflags: str | None = None) -> bool:
+    """Whether make runs with -n (its MAKEFLAGS' first word holds the one-letter flags): a dry run still executes the
+    recursive `$(MAKE)` lines this wraps, but it measures nothing and must not leave a record."""
+    flags = os.environ.get("MAKEFLAGS", "") if makeflags is None else makeflags
+    first = flags.split()[0] if flags.split() and not flags.startswith(" ") else ""
+    return not first.startswith("-") and "n" in first
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--" not in argv or argv.index("--") == len(argv) - 1:
@@ -92,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the command cannot start (not found, not executable): the shell's status for it
         print(f"error: cannot run {argv[cut + 1]!r}: {exc.strerror or exc}", file=sys.stderr)
         return 127
-    if status == 0:
+    if status == 0 and not make_dry_run():
         facts = {"fresh_clone": args.fresh_clone, **({"note": args.note} if args.note else {})}
         record(args.name, time.perf_counter() - start, **facts)
     return status

@@ -24,3 +24,8 @@ def test_the_runner_records_a_command_that_succeeds_and_passes_on_its_status():
     assert timing.latest("notebooks-build")["note"] == "two jobs" and timing.latest("notebooks-build")["fresh_clone"] is False
     assert timing.latest("make-test") is None  # a failed step measured nothing
     assert timing.main(["make-test"]) == 2 and timing.main(["make-test", "--", "/nonexistent/command"]) == 127
+
+
+def test_a_make_dry_run_leaves_no_record():
+    assert timing.make_dry_run("n --no-print-directory") and timing.make_dry_run("in")
+    assert not timing.make_dry_run(" --no-print-directory") and not timing.make_dry_run("") and not timing.make_dry_run("-j2")
