@@ -429,13 +429,18 @@ def _significant(g: dict) -> bool:
     return g["p_holm"] is not None and g["p_holm"] < ALPHA and g["ci"][0] > 0
 
 
-def _trend(first: dict, last: dict) -> str:
-    """'rises' / 'falls' when the two 95 % CIs do not overlap, else 'is flat within its CIs'."""
-    if last["ci"][0] > first["ci"][1]:
-        return "rises"
-    if last["ci"][1] < first["ci"][0]:
-        return "falls"
-    return "is flat within its CIs"
+def size_trend(points: list[tuple[int, float, list[float]]]) -> stats.Trend | None:
+    """The trend test of an estimate across corpus sizes: weighted slope per tenfold of turns (`stats.weighted_trend`,
+    every size weighted by its CI), or None with fewer than two sizes."""
+    if len(points) < 2:
+        return None
+    turns, est, ci = zip(*points)
+    return stats.weighted_trend(np.log10(turns), est, [c[0] for c in ci], [c[1] for c in ci])
+
+
+def _trend_words(t: stats.Trend) -> str:
+    side = "rises" if t.lo > 0 else "falls" if t.hi < 0 else "shows no trend"
+    return f"{side} with size ({_fmt(t.slope)} per tenfold of turns, 95 % CI [{_fmt(t.lo)}, {_fmt(t.hi)}], p {t.p:.3f})"
 
 
 def verdicts(summary: dict) -> list[str]:
@@ -457,18 +462,22 @@ def verdicts(summary: dict) -> list[str]:
                    f"{'above 0' if beats else 'not above 0'}).")
     sat = saturation_protocol(summary)
     s0, s1 = small["protocols"][sat]["saturation"]["global-gap"], large["protocols"][sat]["saturation"]["global-gap"]
-    g0, g1 = small["protocols"][sat]["gains"][arm], large["protocols"][sat]["gains"][arm]
-    trend = _trend(g0, g1)
-    head = (f"Saturation ({sat} protocol, global-gap) goes from {s0:.1%} of {small['turns']:,} turns to {s1:.1%} of "
-            f"{large['turns']:,}, while the {arm} gain {trend} ({_fmt(g0['delta'])} to {_fmt(g1['delta'])}).")
-    if len(sizes) < 2:
+    gain = size_trend([(z["turns"], z["protocols"][sat]["gains"][arm]["delta"], z["protocols"][sat]["gains"][arm]["ci"]) for z in sizes])
+    head = f"Saturation ({sat} protocol, global-gap) goes from {s0:.1%} of {small['turns']:,} turns to {s1:.1%} of {large['turns']:,}."
+    if gain is None:
         tail = "One size cannot test the saturation explanation."
     elif s1 >= s0:
-        tail = "Saturation did not fall with size, so this curve cannot test the saturation explanation."
-    elif trend == "rises":
-        tail = "Less saturation came with a larger gain: consistent with the paper's saturation explanation."
+        tail = (f"Saturation did not fall with size, so this curve cannot test the saturation explanation (the {arm} gain "
+                f"{_trend_words(gain)}).")
+    elif gain.lo > 0:
+        tail = f"The {arm} gain {_trend_words(gain)}: less saturation came with a larger gain, consistent with the paper's saturation explanation."
     else:
-        tail = "Saturation fell but the gain did not rise: the curve does not support the saturation explanation."
+        tail = f"The {arm} gain {_trend_words(gain)}: saturation fell but the gain did not rise, so the curve does not support the saturation explanation."
+    control = [(z["turns"], z["protocols"][sat]["gains"][arm]["vs_control"]) for z in sizes]
+    if gain is not None and all(c is not None for _, c in control):
+        beyond = size_trend([(t, c["mean"], c["ci"]) for t, c in control])
+        tail += (f" Beside it, the control arm (the whole union reranked, nothing learned): {arm} − control "
+                 f"{_trend_words(beyond)}, so {'part of the trend belongs to suppression itself' if beyond.lo > 0 else 'no trend is left once the deeper union is accounted for'}.")
     out.append(f"{head} {tail}")
     return out
 

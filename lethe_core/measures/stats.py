@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from scipy.stats import norm
 
 N_RESAMPLES = 10_000
 PROGRESS_DELAY = 2.0  # seconds before `compare_configs` shows its progress bar (quick tables print nothing extra)
@@ -98,6 +99,36 @@ def hierarchical_paired_ci(treatment, baseline, groups, n_resamples: int = N_RES
     alpha = (1 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     return Interval(float(d.mean()), float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Trend:
+    slope: float  # change of the estimate per unit of x
+    lo: float
+    hi: float
+    p: float  # two-sided, slope = 0
+
+
+def weighted_trend(x, estimates, ci_lo, ci_hi, level: float = 0.95) -> Trend:
+    """Inverse-variance weighted least-squares slope of per-point estimates on x (a meta-regression trend test).
+
+    Each point brings its own CI (e.g. one corpus size's ΔNDCG@10 and its bootstrap CI); its standard error is read
+    back as the half-width over the normal quantile. Comparing only the first and the last point's CIs (do they
+    overlap?) throws the middle points away and is not a test; this uses every point, weighted by its precision,
+    and gives the slope a CI and a p-value (normal, as the per-point CIs)."""
+    x, y = np.asarray(x, float), np.asarray(estimates, float)
+    z = norm.ppf(0.5 + level / 2)
+    se = (np.asarray(ci_hi, float) - np.asarray(ci_lo, float)) / (2 * z)
+    if x.size < 2 or np.unique(x).size < 2:
+        raise ValueError("a trend needs at least two distinct x values")
+    if not (se > 0).all():
+        raise ValueError("every point needs a CI of positive width")
+    w = 1 / se**2
+    xm = (w * x).sum() / w.sum()
+    sxx = (w * (x - xm) ** 2).sum()
+    slope = float((w * (x - xm) * (y - (w * y).sum() / w.sum())).sum() / sxx)
+    slope_se = float(np.sqrt(1 / sxx))
+    return Trend(slope, slope - z * slope_se, slope + z * slope_se, float(2 * norm.sf(abs(slope) / slope_se)))
 
 
 def conversation_of(query_id: str) -> str:

@@ -152,6 +152,9 @@ def test_results_section_follows_the_numbers():
     assert "trained:x" in strong and "seed mean per query" in strong
     flat = verdicts(_summary((0.003, 0.05), (0.05, 0.2)))[-1]
     assert "did not fall with size" in flat
+    # the reading is a trend test over every size, and the control arm's share is read beside it
+    assert "per tenfold of turns" in strong and "rises with size" in strong and "shows no trend" in weak
+    assert "control arm" in strong and "no trend is left once the deeper union is accounted for" in strong
 
 
 def test_splice_replaces_or_inserts_the_section():
