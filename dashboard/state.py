@@ -138,7 +138,7 @@ def sidebar() -> None:
         st.caption(f"{chosen.short_label}  \n`{chosen.run_id}`")  # in full: the picker cuts long labels
         st.session_state[SEED_WIDGET] = _resolve_seed(chosen.seeds)
         st.selectbox("Seed", list(chosen.seeds), key=SEED_WIDGET, on_change=_pick_seed, disabled=len(chosen.seeds) == 1,
-                     help="The seed the per-query pages read. The overview's statistics are the summary's, on the first seed.")
+                     help="The seed the per-query pages read. The overview's statistics are the summary's: each query's metric averaged over the seeds.")
         fresh = [e for e in entries if e.run_id not in st.session_state[SEEN_KEY]]
         if fresh:
             st.info(f"New run{'s' if len(fresh) > 1 else ''} on disk since this page opened: "

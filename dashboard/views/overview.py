@@ -82,7 +82,8 @@ with st.expander("All runs: the verdict's arm of each (leaderboard)"):
         },
     )
     st.caption("Per run, the arm its verdict is about (the best arm that beats baseline and control, else the best that "
-               "beats the baseline, else the best RIF arm), on its first seed; verdict `win` only when it beats both after Holm.")
+               "beats the baseline, else the best RIF arm), each query's NDCG@10 averaged over the seeds (the summary's convention); "
+               "verdict `win` only when it beats both after Holm.")
     state.csv_download(board, "leaderboard")
 
 with st.expander("Run configuration"):
