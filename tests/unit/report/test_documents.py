@@ -76,7 +76,7 @@ def test_timings_table_reads_the_latest_record_of_each_step_in_order(tmp_path):
 
 
 def _gain(delta, p_holm=0.5):
-    return {"delta": delta, "ci": [delta - 0.01, delta + 0.01], "p_holm": p_holm, "vs_control": {"ci": [-0.02, 0.0]}}
+    return {"delta": delta, "ci": [delta - 0.01, delta + 0.01], "p_holm": p_holm, "vs_control": {"mean": -0.01, "ci": [-0.02, 0.0]}}
 
 
 def _size(dataset, turns, saturation):
