@@ -67,24 +67,33 @@ def default_model_name(dataset: str, folds: int) -> str:
     return f"{dataset}-all" if folds == 1 else f"{dataset}-{folds}fold"
 
 
-def fold_split(conversations: Sequence[str], k: int) -> list[tuple[list[str], list[str], list[str]]]:
-    """[(train, validation, evaluation)] per fold; validation is one training conversation held back.
+def fold_split(conversations: Sequence[str], k: int,
+               questioned: set[str] | None = None) -> list[tuple[list[str], list[str], list[str]]]:
+    """[(train, validation, evaluation)] per fold; validation is one training conversation held back, the first that
+    holds a question when `questioned` names those (one without questions can neither choose the fusion weight nor
+    fit the calibration).
 
     k = 1 is one model and no evaluation side: every conversation but the validation one is trained on. Such a
     model can score only *another* dataset (a cross-dataset teacher, docs/realtalk.md); `FoldedReranker` refuses
     any query of a conversation it trained on."""
     convs = sorted(conversations)
+
+    def hold_back(rest: list[str]) -> tuple[list[str], list[str]]:
+        val = next((c for c in rest if questioned is None or c in questioned), None)
+        if val is None:
+            raise ValueError(f"no conversation of {rest} holds a question to validate on")
+        return [c for c in rest if c != val], [val]
+
     if k == 1:
         if len(convs) < 2:
             raise ValueError(f"one model needs 2 conversations (training and validation), got {len(convs)}")
-        return [(convs[1:], convs[:1], [])]
+        return [(*hold_back(convs), [])]
     if not (2 <= k <= len(convs) and len(convs) - math.ceil(len(convs) / k) >= 2):
         raise ValueError(f"cannot make {k} folds of {len(convs)} conversations with 2 left for training and validation")
     out = []
     for i in range(k):
         evaluation = convs[i::k]
-        rest = [c for c in convs if c not in evaluation]
-        out.append((rest[1:], rest[:1], evaluation))
+        out.append((*hold_back([c for c in convs if c not in evaluation]), evaluation))
     return out
 
 
@@ -256,7 +265,8 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
     ds = load_dataset(cfg.dataset, cfg.path)
     if not 0 < cfg.budget <= 1:
         raise ValueError(f"budget must be in (0, 1], got {cfg.budget}")
-    resolve_precision(cfg.precision)  # a bad value fails before any work
+    resolve_precision(cfg.precision)  # a bad value fails before any work, and so does a split without validation
+    splits = fold_split(ds.conversation_ids(), cfg.folds, {q.conversation_id for q in ds.queries})
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
     pipeline = PipelineConfig(encoder=cfg.encoder)
@@ -268,7 +278,7 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
         spec.pop("precision")
     recipe = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
     folds = []
-    for i, (train_c, val_c, eval_c) in enumerate(fold_split(ds.conversation_ids(), cfg.folds)):
+    for i, (train_c, val_c, eval_c) in enumerate(splits):
         fold_dir = out / f"fold-{i}"
         done = fold_dir / "fold.json"
         if done.exists() and json.loads(done.read_text()).get("recipe") == recipe:  # resumable per fold

@@ -24,6 +24,16 @@ def test_fold_split_is_disjoint_and_complete():
         fold_split(convs[:2], 2)  # one conversation cannot be both training and validation
 
 
+def test_validation_is_a_conversation_that_holds_questions():
+    """A conversation without questions cannot choose the fusion weight or fit the calibration (synthetic data has some)."""
+    convs = [f"c{i}" for i in range(6)]
+    folds = fold_split(convs, 2, questioned={"c3", "c4", "c5"})
+    assert [val for _, val, _ in folds] == [["c3"], ["c4"]]
+    assert fold_split(convs, 2) == [(["c3", "c5"], ["c1"], ["c0", "c2", "c4"]), (["c2", "c4"], ["c0"], ["c1", "c3", "c5"])]
+    with pytest.raises(ValueError, match="holds a question"):
+        fold_split(convs, 2, questioned={"c0"})
+
+
 def test_one_fold_trains_on_every_conversation_but_validation_and_names_its_dataset():
     convs = [f"c{i}" for i in range(10)]
     [(train, val, ev)] = fold_split(convs, 1)
@@ -38,12 +48,12 @@ def test_one_fold_trains_on_every_conversation_but_validation_and_names_its_data
 def test_a_whole_dataset_model_scores_another_dataset_only(tmp_path, monkeypatch):
     """The cross-dataset teacher: trained on all of one dataset, it refuses that dataset's queries and scores another's."""
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
-    cfg = TrainConfig(dataset="synthetic:3000", name="tiny-all", folds=1, max_groups=8, negatives=3, encoder="test:hash")
+    cfg = TrainConfig(dataset="synthetic:2000", name="tiny-all", folds=1, max_groups=8, negatives=3, encoder="test:hash")
     manifest = train_folds(cfg, progress=False)
-    assert manifest["dataset"] == "synthetic-3000" and len(manifest["folds"]) == 1
+    assert manifest["dataset"] == "synthetic-2000" and len(manifest["folds"]) == 1
     assert manifest["folds"][0]["eval_conversations"] == []
     rr = load_reranker("trained:tiny-all", backend="torch")
-    own = load_dataset("synthetic:3000")
+    own = load_dataset("synthetic:2000")
     with pytest.raises(RerankerUnavailable, match="training side"):
         rr.route(own.queries[0])
     other = load_dataset("locomo", conversations=1, limit_queries=4)
@@ -56,7 +66,7 @@ def trained(tmp_path_factory):
     home = tmp_path_factory.mktemp("train_home")
     mp = pytest.MonkeyPatch()
     mp.setenv("LETHE_HOME", str(home))
-    cfg = TrainConfig(dataset="synthetic:3000", name="tiny", folds=2, max_groups=8, negatives=3, encoder="test:hash")
+    cfg = TrainConfig(dataset="synthetic:2000", name="tiny", folds=2, max_groups=8, negatives=3, encoder="test:hash")
     manifest = train_folds(cfg, progress=False)
     yield home, manifest
     mp.undo()
@@ -76,7 +86,7 @@ def test_pools_are_scored_by_the_fold_that_never_saw_the_conversation(trained, m
     home, manifest = trained
     monkeypatch.setenv("LETHE_HOME", str(home))
     rr = load_reranker("trained:tiny", backend="torch")  # the ONNX path has its own parity tests
-    ds = load_dataset("synthetic:3000")
+    ds = load_dataset("synthetic:2000")
     for q in ds.queries[:5]:
         fold = rr.route(q)
         info = manifest["folds"][int(fold.name.rsplit("-", 1)[1])]
@@ -103,7 +113,7 @@ def test_systems_report_per_fold_results(trained, monkeypatch):
 
     home, manifest = trained
     monkeypatch.setenv("LETHE_HOME", str(home))
-    s = SystemsExperiment(DataSpec("synthetic:3000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"),
+    s = SystemsExperiment(DataSpec("synthetic:2000", reranker="trained:tiny", pipeline=PipelineConfig(encoder="test:hash"),
                                    backend="torch", progress=False)).run()
     assert s["reranker"] == "trained:tiny" and s["calibrated"] is False and s["logit_reading"] == "raw"
     assert sum(f["n_queries"] for f in s["per_fold"]) == s["n_queries"]
@@ -128,10 +138,10 @@ def test_no_training_group_holds_a_turn_of_a_validation_or_evaluation_conversati
 def test_retraining_under_the_same_name_rebuilds_the_pools(tmp_path, monkeypatch):
     """The pool key reads the reranker's weights, not its name: a new model under an old name gets new pools."""
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
-    ds = load_dataset("synthetic:3000").limit_queries(4)
+    ds = load_dataset("synthetic:2000").limit_queries(4)
     keys, identities = [], []
     for seed in (1, 2):
-        train_folds(TrainConfig(dataset="synthetic:3000", name="same", folds=2, max_groups=4, negatives=3, encoder="test:hash",
+        train_folds(TrainConfig(dataset="synthetic:2000", name="same", folds=2, max_groups=4, negatives=3, encoder="test:hash",
                                 seed=seed), progress=False)
         rr = load_reranker("trained:same", backend="torch")
         builder = PoolBuilder(ds, rr, PipelineConfig(encoder="test:hash"), progress=False)
@@ -150,9 +160,9 @@ def test_precision_is_validated_resolved_and_recorded(tmp_path, monkeypatch):
         resolve_precision("fp8")
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
     with pytest.raises(ValueError, match="precision"):  # before any work
-        train_folds(TrainConfig(dataset="synthetic:3000", name="bad", precision="half", encoder="test:hash"), progress=False)
+        train_folds(TrainConfig(dataset="synthetic:2000", name="bad", precision="half", encoder="test:hash"), progress=False)
     assert not (tmp_path / "models" / "bad").exists()
-    m = train_folds(TrainConfig(dataset="synthetic:3000", name="bf", folds=2, max_groups=4, negatives=3, encoder="test:hash",
+    m = train_folds(TrainConfig(dataset="synthetic:2000", name="bf", folds=2, max_groups=4, negatives=3, encoder="test:hash",
                                 precision="bf16"), progress=False)
     assert {f["precision"] for f in m["folds"]} == {"bf16"}
     assert all(np.isfinite(f["final_loss"]) for f in m["folds"])
@@ -162,10 +172,10 @@ def test_learning_curve_trains_and_evaluates_each_point(tmp_path, monkeypatch):
     from lethe_core.experiments.learning_curve import LearningCurveConfig, point_name
 
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
-    cfg = LearningCurveConfig(dataset="synthetic:3000", points=((0.5, 1, 3), (1.0, 1, 3)), precision="fp32", backend="torch",
+    cfg = LearningCurveConfig(dataset="synthetic:2000", points=((0.5, 1, 3), (1.0, 1, 3)), precision="fp32", backend="torch",
                               encoder="test:hash", max_groups=6, progress=False)
     with pytest.raises(ValueError, match="bad learning-curve point"):
-        LearningCurveConfig(dataset="synthetic:3000", points=((0.0, 1, 3),), encoder="test:hash").run()
+        LearningCurveConfig(dataset="synthetic:2000", points=((0.0, 1, 3),), encoder="test:hash").run()
     s = cfg.run()
     assert [r["point"] for r in s["points"]] == [point_name(0.5, 1, 3, "fp32"), point_name(1.0, 1, 3, "fp32")]
     half, whole = s["points"]
