@@ -29,7 +29,7 @@ from lethe_core.measures import stats
 from lethe_core.datasets import load_dataset
 from lethe_core.datasets.haystack import GRANULARITIES, HAYSTACK_NAME, duplicate_report, duplicate_share, is_filler
 from lethe_core.datasets.splits import PAPER
-from lethe_core.util.figures import static_export_problem, style, write_svgs
+from lethe_core.util.figures import static_export_problem, style, write_static, write_svgs
 from lethe_core.util.paths import REPO_ROOT
 from lethe_core.pools.cache import PoolBuilder
 from lethe_core.results.runs import load_run
@@ -414,15 +414,12 @@ def write_charts(summary: dict, out: Path) -> dict[str, list[str]]:
     # Written here, atomically and every time: plotly writes it only when absent and in place, so a kill mid-write
     # would leave a truncated bundle for good (and an upgraded plotly would keep the old one).
     write_text(out / "plotly.min.js", get_plotlyjs())
-    written = {}
-    for name, fig in figures(summary).items():
-        files = [f"{name}.html"]
-        atomic_write(out / files[0], lambda p: fig.write_html(p, include_plotlyjs="directory"))
-        if png:
-            files.append(f"{name}.png")
-            fig.write_image(out / files[1], **FIG_SIZE)
-        written[name] = files
-    return written
+    charts = figures(summary)
+    for name, fig in charts.items():
+        atomic_write(out / f"{name}.html", lambda p: fig.write_html(p, include_plotlyjs="directory"))
+    if png:
+        write_static({out / f"{name}.png": fig for name, fig in charts.items()}, "png", **FIG_SIZE)
+    return {name: [f"{name}.html", *([f"{name}.png"] if png else [])] for name in charts}
 
 
 def _significant(g: dict) -> bool:

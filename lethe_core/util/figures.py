@@ -3,7 +3,7 @@
 `setup_notebook()` picks a renderer that stores each figure as plotly JSON (so tests can count
 figures in an executed notebook and the build can draw them as SVG) and as HTML with plotly.js embedded
 once and no CDN script (so an exported HTML page stays interactive offline; lethe_core/report/notebooks.py).
-`write_svgs` draws static copies for the repository (kaleido + the system Chromium of `make browser`).
+`write_static` (`write_svgs` for SVG) draws static copies for the repository (kaleido + the system Chromium of `make browser`).
 """
 
 from __future__ import annotations
@@ -119,8 +119,14 @@ def static_export_problem() -> str | None:
 
 
 def write_svgs(figures: dict[Path, go.Figure], width: int = 1000) -> list[Path]:
-    """Draw every figure as SVG in one kaleido session (one Chromium start for all of them); each file is written
-    beside its target and renamed onto it, so an interrupted export leaves the previous copy, not half of one."""
+    """Draw every figure as SVG (`write_static`)."""
+    return write_static(figures, "svg", width)
+
+
+def write_static(figures: dict[Path, go.Figure], format: str, width: int = 1000, height: int | None = None) -> list[Path]:
+    """Draw every figure in one kaleido session (one Chromium start for all of them: a start costs seconds); each
+    file is written beside its target and renamed onto it, so an interrupted export leaves the previous copy, not half
+    of one."""
     problem = static_export_problem()
     if problem:
         raise RuntimeError(f"cannot draw static figures: {problem}")
@@ -129,7 +135,7 @@ def write_svgs(figures: dict[Path, go.Figure], width: int = 1000) -> list[Path]:
     for t in targets:
         t.parent.mkdir(parents=True, exist_ok=True)
     try:
-        pio.write_images(list(figures.values()), tmps, format="svg", width=width)
+        pio.write_images(list(figures.values()), tmps, format=format, width=width, height=height)
         for tmp, target in zip(tmps, targets):
             os.replace(tmp, target)
     finally:
