@@ -17,6 +17,16 @@ NFCORPUS = shared_data_dir() / "nfcorpus"
 REFERENCE = shared_data_dir() / "lethe_per_query" / "longmemeval_rif_gap_per_query.json"
 
 
+def pytest_collection_modifyitems(config, items):
+    """`make test` distributes with `--dist loadgroup`: a file's tests stay together on one worker (they share module
+    fixtures), except each notebook execution, which is its own unit; run as one file, the 18 kernels would keep one
+    worker busy for minutes after the other has run out of work."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            own = item.path.name == "test_notebooks.py" and item.originalname == "test_notebook_executes_with_small_parameters"
+            item.add_marker(pytest.mark.xdist_group(item.nodeid if own else str(item.path)))
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """Every test writes caches and results under a temporary LETHE_HOME, never into data/."""
