@@ -58,7 +58,8 @@ LEVELS = {"effect": 0.95, "null": 0.90, "direction": 0.95}  # the interval each 
 SHARE = 0.5  # an effect claim holds when the CI clears this share of the reference's effect
 
 
-def _pct(level: float) -> str:
+def percent(level: float) -> str:
+    """A confidence level as the documents print it: 95 %, 90 %, 99.55 % (a family-wise level is not rounded to 100 %)."""
     return f"{level * 100:.4g} %"
 
 
@@ -230,9 +231,9 @@ def _outcome(c: Claim, ci: Sequence[float]) -> tuple[str, str]:
 def judge(claim: Claim) -> Judgement:
     """The outcome of one claim on its query-level CI, qualified fragile by its conversation-level CI (module docstring)."""
     c = claim
-    text = f"{c.what} is {c.delta:+.4f}, {_pct(c.level)} CI over {c.unit} [{c.ci[0]:+.4f}, {c.ci[1]:+.4f}]"
+    text = f"{c.what} is {signed(c.delta)}, {percent(c.level)} CI over {c.unit} [{signed(c.ci[0])}, {signed(c.ci[1])}]"
     if c.conversation_ci is not None:
-        text += f", conversation-level {_pct(c.level)} CI [{c.conversation_ci[0]:+.4f}, {c.conversation_ci[1]:+.4f}]"
+        text += f", conversation-level {percent(c.level)} CI [{signed(c.conversation_ci[0])}, {signed(c.conversation_ci[1])}]"
     if c.untestable:
         return Judgement("untestable", False, f"{text}: untestable, {c.untestable}", c)
     outcome, why = _outcome(c, c.ci)
@@ -249,7 +250,13 @@ def judge(claim: Claim) -> Judgement:
 
 
 def signed(x: float, digits: int = 4) -> str:
-    """A signed difference as the generated documents print it, with a typographic minus: +0.0058, −0.0014."""
+    """A signed difference as the generated documents print it, with a typographic minus: +0.0058, −0.0014. A nonzero
+    value that would round to ±0.0000 gets the digits that show it (−0.00003): a CI bound's side of zero decides a
+    verdict; an exact zero is 0.0000."""
+    if x == 0:
+        return f"{0:.{digits}f}"
+    while round(x, digits) == 0 and digits < 10:
+        digits += 1
     return f"{x:+.{digits}f}".replace("-", "−")
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lethe_core.report.checkpoints import Finding, read_finding, signed
+from lethe_core.report.checkpoints import Finding, percent, read_finding, signed
 from lethe_core.util.figures import forest, notebook_figures, write_svgs
 from lethe_core.util.paths import REPO_ROOT, home_dir, shared_data_dir
 
@@ -319,7 +319,7 @@ def identity(parameters: dict) -> str:
 def headline(primary: dict) -> str:
     """The primary claim's estimate with its CI, and the conversation-level CI where the rows have conversations."""
     lo, hi = primary["ci"]
-    text = f"{_num(primary['delta'])} [{_num(lo)}, {_num(hi)}] ({primary['level'] * 100:.0f} %, {primary['unit']})"
+    text = f"{_num(primary['delta'])} [{_num(lo)}, {_num(hi)}] ({percent(primary['level'])}, {primary['unit']})"
     if primary.get("conversation_ci"):
         clo, chi = primary["conversation_ci"]
         if clo is not None and chi is not None:

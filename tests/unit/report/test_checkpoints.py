@@ -84,7 +84,7 @@ def test_untestable_says_why():
 
 def test_fragile_when_only_the_query_level_ci_excludes_zero():
     j = effect(0.02, (0.012, 0.03), conversation_ci=(-0.002, 0.04))
-    assert j.verdict == "holds (fragile)" and "conversation-level 95 % CI [-0.0020, +0.0400]" in j.reason
+    assert j.verdict == "holds (fragile)" and "conversation-level 95 % CI [−0.0020, +0.0400]" in j.reason
     assert "conversation-level CI alone reads: inconclusive" in j.reason
     assert effect(0.02, (0.012, 0.03), conversation_ci=(0.011, 0.035)).verdict == "holds"
     assert effect(0.005, (0.002, 0.008), conversation_ci=(-0.01, 0.02)).verdict == "smaller than claimed (fragile)"
@@ -259,3 +259,15 @@ def test_index_asks_to_rebuild_a_notebook_judged_under_the_old_verdict_words(tmp
         {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: old}}]}]}))
     text = write_index(tmp_path, {}, tmp_path / "README.md").read_text()
     assert "| 03 | Cross-encoder rerank of dense top-30 | — | — | — | not built yet (rebuild:" in text
+
+
+def test_headline_prints_a_family_wise_level_and_no_signed_zero():
+    """Notebook 18 judges at the Bonferroni level 1 − 0.05 / 11: the index printed it as "100 %"; and a bound that
+    rounds to zero read −0.0000, hiding the side of zero it lies on."""
+    from lethe_core.report.checkpoints import percent, signed
+    from lethe_core.report.notebooks import headline
+
+    row = {"delta": 0.0037, "ci": [-0.00003, 0.0114], "level": 1 - 0.05 / 11, "unit": "queries", "conversation_ci": None}
+    assert headline(row) == "+0.0037 [−0.00003, +0.0114] (99.55 %, queries)"
+    assert percent(0.95) == "95 %" and percent(0.9) == "90 %"
+    assert signed(-0.00004) == "−0.00004" and signed(0.0) == "0.0000" and signed(-0.0014) == "−0.0014" and signed(0.0058) == "+0.0058"
