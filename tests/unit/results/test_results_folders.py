@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +25,11 @@ from lethe_core.util.paths import REPO_ROOT
 # A small real RIF run: 30 synthetic queries, lexical test reranker, hashing encoder, one RIF arm (K=10 fits 30 queries).
 CLI_ARGS = ["rif", "run", "synthetic:2000", "--arms", "clustered10-gap", "--reranker", "test:lexical", "--encoder", "test:hash",
             "--seeds", "1", "--burn-in", "200"]
+
+# The CLI, with the RIF run's summary write replaced by a SIGKILL of the process itself.
+KILL_AT_SUMMARY = ("import os, signal, sys; import lethe_core.experiments.rif as rif; "
+                   "rif.write_summary = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL); "
+                   "sys.argv[0] = 'lethe_core'; from lethe_core.cli.main import main; main()")
 
 
 # --- the store ---------------------------------------------------------------------------------------------------------
@@ -175,25 +179,12 @@ def test_a_rerun_killed_before_its_summary_leaves_a_refused_folder_and_a_rerun_c
     old_summary = (folder / "summary.json").read_bytes()
     old = {name: _inode(folder / name) for name in ("per_query.parquet", "snapshots.parquet")}
 
-    rerun = subprocess.Popen([*command, "--overwrite"], env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and rerun.poll() is None:
-            now = {name: _inode(folder / name) for name in old}
-            if all(now[n] is not None and now[n] != old[n] for n in old):  # the rerun's Parquet files are in place
-                break
-            time.sleep(0.002)
-        assert rerun.poll() is None, "the rerun ended before its Parquet files were seen: " + (rerun.stderr.read() or "")[-2000:]
-        rerun.send_signal(signal.SIGKILL)
-        rerun.wait(timeout=30)
-    finally:
-        if rerun.poll() is None:
-            rerun.kill()
-            rerun.wait()
-        rerun.stderr.close()
+    # The rerun SIGKILLs itself where `write_summary` would run: after every Parquet file, before the summary (a
+    # deterministic point; racing a kill against the run's own pace made the test flaky on a fast machine).
+    rerun = subprocess.run([sys.executable, "-c", KILL_AT_SUMMARY, *CLI_ARGS, "--overwrite"], check=False, env=env, cwd=REPO_ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == -signal.SIGKILL, rerun.stderr[-2000:]
 
-    # (the kill falls in the seconds the rerun spends on the query map's UMAP, after both Parquet files)
     assert all(_inode(folder / n) != old[n] for n in old) and not (folder / "summary.json").exists()
     with pytest.raises(ResultsError, match=r"partial results \(summary.json(, query_map.parquet)? missing: the run did not finish\)") as raised:
         load_run(folder)
