@@ -82,7 +82,7 @@ test: setup browser
 	$(TIMED) make-test -- $(MAKE) --no-print-directory test-steps
 
 test-steps:
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not heavy and not ray"
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not heavy and not ray"
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -m ray
 
 parity-heavy: setup  ## the parity checks on whole datasets (ONNX bi-encoder vs NFCorpus's 0.3165; minutes)
