@@ -162,13 +162,6 @@ def _cli(home: Path) -> tuple[list[str], dict]:
     return [sys.executable, "-m", "lethe_core", *CLI_ARGS], env
 
 
-def _inode(path: Path) -> int | None:
-    try:
-        return path.stat().st_ino
-    except FileNotFoundError:
-        return None
-
-
 def test_a_rerun_killed_before_its_summary_leaves_a_refused_folder_and_a_rerun_completes_it(tmp_path):
     home = tmp_path / "home"
     command, env = _cli(home)
@@ -177,15 +170,19 @@ def test_a_rerun_killed_before_its_summary_leaves_a_refused_folder_and_a_rerun_c
     (folder,) = (home / "results").glob("rif-*")
     before = load_run(folder)
     old_summary = (folder / "summary.json").read_bytes()
-    old = {name: _inode(folder / name) for name in ("per_query.parquet", "snapshots.parquet")}
+    old = store.write_ids(folder)["summary.json"]
 
     # The rerun SIGKILLs itself where `write_summary` would run: after every Parquet file, before the summary (a
-    # deterministic point; racing a kill against the run's own pace made the test flaky on a fast machine).
+    # deterministic point; killing it once new Parquet inodes appeared failed on a clean clone: ext4 reuses the
+    # numbers of the files the rerun had just deleted).
     rerun = subprocess.run([sys.executable, "-c", KILL_AT_SUMMARY, *CLI_ARGS, "--overwrite"], check=False, env=env, cwd=REPO_ROOT,
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == -signal.SIGKILL, rerun.stderr[-2000:]
 
-    assert all(_inode(folder / n) != old[n] for n in old) and not (folder / "summary.json").exists()
+    # the rerun's own Parquet files (its write id, not the first run's), no summary
+    new = store.write_ids(folder)
+    assert old is not None and new["per_query.parquet"] == new["snapshots.parquet"] not in (None, old)
+    assert not (folder / "summary.json").exists()
     with pytest.raises(ResultsError, match=r"partial results \(summary.json(, query_map.parquet)? missing: the run did not finish\)") as raised:
         load_run(folder)
     assert str(folder) in str(raised.value) and "`lethe-lab rif run synthetic:2000 --protocol paper --seeds 1" in str(raised.value)
