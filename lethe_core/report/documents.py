@@ -65,7 +65,8 @@ class Generator:
 
 def _minutes(seconds: float) -> str:
     m, s = divmod(int(round(seconds)), 60)
-    return f"{m} min {s} s" if m else f"{s} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min {s} s" if h else f"{m} min {s} s" if m else f"{s} s"
 
 
 def timings(root: Path) -> str | None:
@@ -76,8 +77,11 @@ def timings(root: Path) -> str | None:
         return None
     lines = ["| step | wall time | commit | finished (UTC) | cores | fresh clone or cached |", "|---|---|---|---|---|---|"]
     for e in rows:
-        step = TIMED_STEPS[e["name"]] + (f" ({e['note']})" if e.get("note") else "")
-        lines.append(f"| {step} | {_minutes(e['seconds'])} | {e.get('commit') or '–'} | {e['finished'][:10]} "
+        notes = [*([f"{e['segments']} resumed segments summed; work a stop lost was redone"] if e.get("segments") else []),
+                 *([e["note"]] if e.get("note") else [])]
+        step = TIMED_STEPS[e["name"]] + (f" ({'; '.join(notes)})" if notes else "")
+        commits = ", ".join(e.get("commits") or [e.get("commit") or "–"])
+        lines.append(f"| {step} | {_minutes(e['seconds'])} | {commits} | {e['finished'][:10]} "
                      f"| {e.get('cpu_count') or '–'} | {'fresh clone' if e.get('fresh_clone') else 'cached'} |")
     return "\n".join(lines) + "\n"
 

@@ -6,8 +6,16 @@ finished (UTC), the commit it ran (git HEAD, short), the cores it had, plus fact
 
     python -m lethe_core.util.timing make-run [--fresh-clone] [--note TEXT] -- make run
 
-runs the command with the terminal's stdio, records its wall time only when it exits 0 (a failed or killed step
-measured nothing), and exits with the command's status.
+runs the command with the terminal's stdio, records its wall time only when it exits 0, and exits with the command's
+status.
+
+Resumable steps (`make study` runs for hours; a session or a machine may stop it) are measured across their resumes:
+while a step runs, `<results dir>/timings-inflight/<name>.json` holds its elapsed seconds (rewritten every
+`HEARTBEAT` seconds), so a step killed without warning leaves its segment behind, at most one heartbeat short. The
+next run of the same step continues that chain: its record's `seconds` is the sum of every segment's wall time
+(`segments` counts them, `commits` lists the code each ran), and `fresh_clone` is the first segment's, since a resume
+finds the caches the first one wrote. Work a kill lost is redone, so a chained time is an upper bound on one
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +33,8 @@ from pathlib import Path
 from lethe_core.util.paths import REPO_ROOT, results_dir
 
 FILE = "timings.jsonl"
+INFLIGHT = "timings-inflight"
+HEARTBEAT = 30.0
 
 
 def timings_file(results_root: Path | None = None) -> Path:
@@ -75,12 +86,85 @@ def latest(name: str, results_root: Path | None = None) -> dict | None:
     return next((e for e in reversed(read(results_root)) if e["name"] == name), None)
 
 
+def inflight_file(name: str, results_root: Path | None = None) -> Path:
+    return Path(results_root or results_dir()) / INFLIGHT / f"{name}.json"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Written whole or not at all (a temporary file renamed over it): a kill mid-write keeps the previous state."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+class Chain:
+    """The segments of one step measured so far (earlier, interrupted runs) plus the running one."""
+
+    def __init__(self, name: str, fresh_clone: bool):
+        self.path = inflight_file(name)
+        try:
+            prior = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            prior = {}
+        self.name = name
+        self.earlier = float(prior.get("seconds", 0.0))
+        self.segments = int(prior.get("segments", 0)) + 1
+        self.commits = [c for c in prior.get("commits", []) if c]
+        self.fresh_clone = bool(prior["fresh_clone"]) if prior else fresh_clone
+        commit = head_commit()
+        if commit and commit not in self.commits:
+            self.commits.append(commit)
+        self.start = time.perf_counter()
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+
+    def elapsed(self) -> float:
+        return self.earlier + time.perf_counter() - self.start
+
+    def save(self) -> None:
+        _write_json(self.path, {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments,
+                                "commits": self.commits, "fresh_clone": self.fresh_clone,
+                                "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT):
+            self.save()
+
+    def __enter__(self) -> Chain:
+        self.save()
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._beat.join()
+
+    def facts(self) -> dict:
+        """What the finished chain's record adds: its segments only when it was resumed."""
+        facts = {"fresh_clone": self.fresh_clone}
+        if self.segments > 1:
+            facts |= {"segments": self.segments, "commits": self.commits}
+        return facts
+
+
 def make_dry_run(makeflags: str | None = None) -> bool:
     """Whether make runs with -n (its MAKEFLAGS' first word holds the one-letter flags): a dry run still executes the
     recursive `$(MAKE)` lines this wraps, but it measures nothing and must not leave a record."""
     flags = os.environ.get("MAKEFLAGS", "") if makeflags is None else makeflags
     first = flags.split()[0] if flags.split() and not flags.startswith(" ") else ""
     return not first.startswith("-") and "n" in first
+
+
+def _call(command: list[str]) -> int:
+    """The command's exit status; 127 when it cannot start (the shell's status for that), 130 on Ctrl-C."""
+    try:
+        return subprocess.call(command)
+    except OSError as exc:
+        print(f"error: cannot run {command[0]!r}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
+    except KeyboardInterrupt:
+        return 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,15 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh-clone", action="store_true", help="the step ran on a fresh clone (empty data/, no venv)")
     parser.add_argument("--note", default=None)
     args = parser.parse_args(argv[:cut])
-    start = time.perf_counter()
-    try:
-        status = subprocess.call(argv[cut + 1:])
-    except OSError as exc:  # the command cannot start (not found, not executable): the shell's status for it
-        print(f"error: cannot run {argv[cut + 1]!r}: {exc.strerror or exc}", file=sys.stderr)
-        return 127
-    if status == 0 and not make_dry_run():
-        facts = {"fresh_clone": args.fresh_clone, **({"note": args.note} if args.note else {})}
-        record(args.name, time.perf_counter() - start, **facts)
+    if make_dry_run():  # executes the recursive lines, measures nothing
+        return _call(argv[cut + 1:])
+    with Chain(args.name, args.fresh_clone) as chain:
+        status = _call(argv[cut + 1:])
+    seconds = chain.elapsed()
+    if status == 0:
+        record(args.name, seconds, **chain.facts(), **({"note": args.note} if args.note else {}))
+        chain.path.unlink(missing_ok=True)
+    elif status == 127 and chain.segments == 1:  # it did nothing: no chain to resume
+        chain.path.unlink(missing_ok=True)
+    else:  # failed or interrupted: a rerun resumes its work, so its time stays in the chain
+        chain.save()
     return status
 
 

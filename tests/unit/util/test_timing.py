@@ -1,6 +1,7 @@
 """Timings as records (`lethe_core.util.timing`): what README.md's timing table is generated from."""
 
 import json
+import subprocess
 import sys
 
 from lethe_core.util import timing
@@ -29,3 +30,33 @@ def test_the_runner_records_a_command_that_succeeds_and_passes_on_its_status():
 def test_a_make_dry_run_leaves_no_record():
     assert timing.make_dry_run("n --no-print-directory") and timing.make_dry_run("in")
     assert not timing.make_dry_run(" --no-print-directory") and not timing.make_dry_run("") and not timing.make_dry_run("-j2")
+
+
+def test_a_killed_step_leaves_its_segment_and_the_resumed_run_records_the_chain(monkeypatch):
+    """The first run dies without warning (its heartbeat is all that is left), a second fails, the third completes:
+    the record sums the three segments and keeps the first one's fresh-clone fact."""
+    monkeypatch.setattr(timing, "HEARTBEAT", 0.05)
+    killed = sys.executable, "-c", "import time, os, signal; time.sleep(0.3); os.kill(os.getppid(), signal.SIGKILL)"
+    runner = [sys.executable, "-c", "import sys; from lethe_core.util import timing; timing.HEARTBEAT = 0.05; "
+              "sys.exit(timing.main(sys.argv[1:]))", "make-study", "--fresh-clone", "--", *killed]
+    assert subprocess.call(runner) == -9
+    segment = json.loads(timing.inflight_file("make-study").read_text())
+    assert segment["segments"] == 1 and segment["fresh_clone"] is True and 0.0 < segment["seconds"] < 5
+    assert timing.latest("make-study") is None
+
+    assert timing.main(["make-study", "--", sys.executable, "-c", "import time; time.sleep(0.2); raise SystemExit(2)"]) == 2
+    failed = json.loads(timing.inflight_file("make-study").read_text())
+    assert failed["segments"] == 2 and failed["seconds"] >= segment["seconds"] + 0.2
+
+    assert timing.main(["make-study", "--", sys.executable, "-c", "pass"]) == 0
+    done = timing.latest("make-study")
+    assert done["segments"] == 3 and done["fresh_clone"] is True and done["seconds"] >= failed["seconds"] - 0.1
+    assert not timing.inflight_file("make-study").exists()
+
+    assert timing.main(["make-study", "--", sys.executable, "-c", "pass"]) == 0  # a new chain
+    assert "segments" not in timing.latest("make-study") and timing.latest("make-study")["fresh_clone"] is False
+
+
+def test_a_command_that_cannot_start_leaves_no_chain():
+    assert timing.main(["make-study", "--", "/nonexistent/command"]) == 127
+    assert not timing.inflight_file("make-study").exists()
