@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -180,7 +180,7 @@ def _effect(c: Claim, lo: float, hi: float) -> tuple[str, str]:
     low, high = sorted((c.direction * lo, c.direction * hi))
     m = c.bound
     side = f"{'+' if c.direction > 0 else '−'}{m:.4f}"
-    stated = f"claimed: an effect of at least {c.share * 100:.4g} % of the reference's {c.reference:+.4f}, i.e. beyond {side}"
+    stated = f"claimed: an effect of at least {c.share * 100:.4g} % of the reference's {signed(c.reference)}, i.e. beyond {side}"
     if low >= m:
         return "holds", f"{stated}; the CI clears it"
     if low > 0:
@@ -291,6 +291,14 @@ class Finding:
         rows = [first.as_dict("primary")] + [judge(c).as_dict("secondary") for c in secondary]
         return cls(verdict=first.verdict, why=first.reason, claims=rows, **fields)
 
+    def rejudged(self) -> "Finding":
+        """The same claims judged again by the current rule from their recorded inputs: a rule or wording that changed
+        after the notebook ran reaches the index without re-executing it (the numbers are the run's)."""
+        if not self.claims:
+            return self
+        rows = [judge(_recorded_claim(row)).as_dict(row["role"]) for row in self.claims]
+        return replace(self, verdict=rows[0]["verdict"], why=rows[0]["reason"], claims=rows)
+
     def markdown(self) -> str:
         text = (f"### Verdict: **{self.verdict}**\n\n**Claim.** {self.claim}\n\n"
                 f"**Reference.** {self.reference}\n\n**Ours (95 % CI).** {self.ours}\n\n**Why (primary claim).** {self.why}\n")
@@ -302,6 +310,17 @@ class Finding:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {MIME: json_safe(asdict(self)), "text/markdown": self.markdown(), "text/plain": f"Verdict: {self.verdict}. {self.why}"}
+
+
+def _recorded_claim(row: dict) -> Claim:
+    """A claim back from its recorded row (`Judgement.as_dict`), whose JSON wrote NaN as None."""
+    nan = float("nan")
+    data = {f.name: row[f.name] for f in fields(Claim) if f.name in row}
+    data["delta"] = nan if data["delta"] is None else data["delta"]
+    for name in ("ci", "conversation_ci"):
+        if data.get(name) is not None:
+            data[name] = tuple(nan if v is None else v for v in data[name])
+    return Claim(**data)
 
 
 def read_finding(ipynb: str | Path) -> Finding | None:
@@ -316,4 +335,4 @@ def read_finding(ipynb: str | Path) -> Finding | None:
             data = out.get("data", {})
             if MIME in data:
                 found = Finding(**data[MIME])
-    return found
+    return found.rejudged() if found else None

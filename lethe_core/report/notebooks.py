@@ -411,7 +411,7 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
         rows.append(
             f"| {n:02d} | {title} | {_cell(_minus(primary['what']))} | {_cell(_minus(finding.reference))} | {_cell(headline(primary))} | "
             f"**{finding.verdict}** · {polarity(primary)} | {_cell(_minus(finding.why))} | {shown_id} | "
-            f"{link} · [HTML](_build/{src.stem}.html) · {seconds:.0f} s" + (f" · figures {fig_links}" if fig_links else "") + " |")
+            f"{link} · {seconds:.0f} s" + (f" · figures {fig_links}" if fig_links else "") + " |")
     forest_line = ""
     if figures is not None:
         fig = index_forest(findings)
@@ -430,10 +430,11 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
         + (f"Every row was computed with one teacher and backend: {build_id}. " if build_id and not others else "")
         + (f"Rows {', '.join(others)} were computed with another teacher or backend than this build's ({build_id}) and are marked ⚠. "
            if others else "")
-        + "Executed copies (`.ipynb`, interactive HTML) are written to `notebooks/_build/` (gitignored); the figures' SVG copies "
-        "are committed in `docs/figures/checkpoints/`.\n\n"
+        + "The figures' SVG copies are committed in `docs/figures/checkpoints/` and linked from each row; a build writes the "
+        "executed copies (`.ipynb`, interactive HTML) to `notebooks/_build/`, which is not committed (it holds outputs of "
+        "this machine's run), so the rows link the notebooks' sources.\n\n"
         + forest_line +
-        "| # | Checkpoint | Primary claim, as measured | Reference | Ours: estimate [CI] | Verdict | Why | Teacher · backend | Notebook · output · run time · figures |\n"
+        "| # | Checkpoint | Primary claim, as measured | Reference | Ours: estimate [CI] | Verdict | Why | Teacher · backend | Notebook · run time · figures |\n"
         "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine "
         "(each notebook reads cached pools and results; the first build also scores the pairs no earlier run scored).\n\n"

@@ -131,6 +131,21 @@ def test_finding_round_trips_through_notebook_outputs(tmp_path):
     assert "smaller than claimed (fragile)" in VERDICTS
 
 
+def test_the_index_reads_a_recorded_finding_by_the_current_rule(tmp_path):
+    """A notebook run under an older rule or wording (here: an ASCII minus and a stale verdict) is read back re-judged
+    from the inputs it recorded; an undefined interval (NaN, written as null) stays untestable."""
+    f = Finding.from_claims(Claim("Δ", 0.004, (-0.00003, 0.012), reference=REF),
+                            [Claim("Δ2", float("nan"), (float("nan"), float("nan")), kind="direction")],
+                            checkpoint=7, title="t", claim="c", reference="r", ours="o")
+    stale = json_safe(f._repr_mimebundle_()[MIME]) | {"verdict": "holds", "why": "Δ is -0.0040 [-0.0000, +0.0090]"}
+    stale["claims"][0] |= {"verdict": "holds", "reason": "old"}
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": {MIME: stale}}]}]}))
+    back = read_finding(path)
+    assert back.verdict == f.verdict == "inconclusive" and back.why == f.why and "[−0.00003, +0.0120]" in back.why
+    assert back.claims[0]["reason"] == f.claims[0]["reason"] and back.claims[1]["verdict"] == "untestable"
+
+
 def test_stamp_changes_with_source_and_parameters(tmp_path):
     nb = tmp_path / "99_x.py"
     nb.write_text("# %%\nx = 1\n")
