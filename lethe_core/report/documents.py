@@ -78,6 +78,7 @@ def timings(root: Path) -> str | None:
     lines = ["| step | wall time | commit | finished (UTC) | cores | fresh clone or cached |", "|---|---|---|---|---|---|"]
     for e in rows:
         notes = [*([f"{e['segments']} resumed segments summed; work a stop lost was redone"] if e.get("segments") else []),
+                 *([f"{_minutes(e['paused_seconds'])} held with SIGSTOP left out"] if e.get("paused_seconds") else []),
                  *([e["note"]] if e.get("note") else [])]
         step = TIMED_STEPS[e["name"]] + (f" ({'; '.join(notes)})" if notes else "")
         commits = ", ".join(e.get("commits") or [e.get("commit") or "–"])

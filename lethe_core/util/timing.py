@@ -15,7 +15,9 @@ while a step runs, `<results dir>/timings-inflight/<name>.json` holds its elapse
 next run of the same step continues that chain: its record's `seconds` is the sum of every segment's wall time
 (`segments` counts them, `commits` lists the code each ran), and `fresh_clone` is the first segment's, since a resume
 finds the caches the first one wrote. Work a kill lost is redone, so a chained time is an upper bound on one
-uninterrupted run.
+uninterrupted run. A step held with SIGSTOP (`kill -STOP`, to free the cores for a while) and continued does not
+lose its work; the heartbeat sees the gap (no beat for `PAUSED_AFTER` seconds) and leaves it out, recorded as
+`paused_seconds`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from lethe_core.util.paths import REPO_ROOT, results_dir
 FILE = "timings.jsonl"
 INFLIGHT = "timings-inflight"
 HEARTBEAT = 30.0
+PAUSED_AFTER = 4  # heartbeats: a longer silence is a stopped process (or a suspended machine), not a busy one
 
 
 def timings_file(results_root: Path | None = None) -> Path:
@@ -112,23 +115,34 @@ class Chain:
         self.segments = int(prior.get("segments", 0)) + 1
         self.commits = [c for c in prior.get("commits", []) if c]
         self.fresh_clone = bool(prior["fresh_clone"]) if prior else fresh_clone
+        self.paused = float(prior.get("paused_seconds", 0.0))
         commit = head_commit()
         if commit and commit not in self.commits:
             self.commits.append(commit)
-        self.start = time.perf_counter()
+        self.start = self._last = time.perf_counter()
+        self._paused_here = 0.0
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, daemon=True)
 
     def elapsed(self) -> float:
-        return self.earlier + time.perf_counter() - self.start
+        return self.earlier + time.perf_counter() - self.start - self._paused_here
 
     def save(self) -> None:
         _write_json(self.path, {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments,
                                 "commits": self.commits, "fresh_clone": self.fresh_clone,
-                                "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                                "paused_seconds": round(self.paused + self._paused_here, 1), "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+    def _tick(self) -> None:
+        """Leave out a silence longer than PAUSED_AFTER heartbeats (all but the one beat it should have lasted)."""
+        now = time.perf_counter()
+        gap = now - self._last
+        if gap > PAUSED_AFTER * HEARTBEAT:
+            self._paused_here += gap - HEARTBEAT
+        self._last = now
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT):
+            self._tick()
             self.save()
 
     def __enter__(self) -> Chain:
@@ -139,13 +153,15 @@ class Chain:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._beat.join()
+        self._tick()
 
     def facts(self) -> dict:
         """What the finished chain's record adds: its segments only when it was resumed."""
         facts = {"fresh_clone": self.fresh_clone}
         if self.segments > 1:
             facts |= {"segments": self.segments, "commits": self.commits}
-        return facts
+        paused = round(self.paused + self._paused_here, 1)
+        return facts | ({"paused_seconds": paused} if paused else {})
 
 
 def make_dry_run(makeflags: str | None = None) -> bool:

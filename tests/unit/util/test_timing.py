@@ -60,3 +60,14 @@ def test_a_killed_step_leaves_its_segment_and_the_resumed_run_records_the_chain(
 def test_a_command_that_cannot_start_leaves_no_chain():
     assert timing.main(["make-study", "--", "/nonexistent/command"]) == 127
     assert not timing.inflight_file("make-study").exists()
+
+
+def test_a_step_held_with_sigstop_leaves_the_held_time_out(monkeypatch):
+    """The command stops the runner for about a second and continues it: the heartbeat sees the silence and the
+    record leaves it out (the runner's own wall clock would have counted it)."""
+    monkeypatch.setattr(timing, "HEARTBEAT", 0.05)
+    hold = ("import os, signal, time; parent = os.getppid(); time.sleep(0.2); os.kill(parent, signal.SIGSTOP); "
+            "time.sleep(1.5); os.kill(parent, signal.SIGCONT); time.sleep(0.2)")
+    assert timing.main(["make-study", "--", sys.executable, "-c", hold]) == 0
+    rec = timing.latest("make-study")
+    assert 1.0 < rec["paused_seconds"] < 1.6 and rec["seconds"] < 1.4
