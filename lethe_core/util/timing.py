@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -172,8 +173,17 @@ def make_dry_run(makeflags: str | None = None) -> bool:
     return not first.startswith("-") and "n" in first
 
 
+class _Terminated(Exception):
+    """SIGTERM, raised in the main thread so the chain is saved to the second (a background make ignores SIGINT)."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated
+
+
 def _call(command: list[str]) -> int:
-    """The command's exit status; 127 when it cannot start (the shell's status for that), 130 on Ctrl-C."""
+    """The command's exit status; 127 when it cannot start (the shell's status for that), 130 on Ctrl-C, 143 on SIGTERM."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return subprocess.call(command)
     except OSError as exc:
@@ -181,6 +191,10 @@ def _call(command: list[str]) -> int:
         return 127
     except KeyboardInterrupt:
         return 130
+    except _Terminated:
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,3 +71,13 @@ def test_a_step_held_with_sigstop_leaves_the_held_time_out(monkeypatch):
     assert timing.main(["make-study", "--", sys.executable, "-c", hold]) == 0
     rec = timing.latest("make-study")
     assert 1.0 < rec["paused_seconds"] < 1.6 and rec["seconds"] < 1.4
+
+
+def test_sigterm_saves_the_segment_to_the_second():
+    """`kill -TERM` (how a background make is stopped: it ignores SIGINT) leaves the exact segment, not the last beat."""
+    runner = [sys.executable, "-c", "import sys; from lethe_core.util import timing; timing.HEARTBEAT = 60; "
+              "sys.exit(timing.main(sys.argv[1:]))", "make-study", "--", sys.executable, "-c",
+              "import os, signal, time; time.sleep(1.0); os.kill(os.getppid(), signal.SIGTERM); time.sleep(30)"]
+    assert subprocess.call(runner) == 143
+    segment = json.loads(timing.inflight_file("make-study").read_text())
+    assert segment["segments"] == 1 and 1.0 <= segment["seconds"] < 5
