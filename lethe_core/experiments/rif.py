@@ -22,6 +22,7 @@ from lethe_core.rif.protocols import PROTOCOLS, ReplayContext, run_heldout, run_
 from lethe_core.rif.replay import Arm, entry_arms, standard_arms
 from lethe_core.rif.state import CAP, WINNER_RELIEF, RIFParams
 from lethe_core.experiments.setup import DataStudy, Loaded
+from lethe_core.util.jit import umap_module
 
 PAPER_SEED = 42
 # Options added after runs were published: left out of the run-id hash while at their defaults, so every
@@ -147,10 +148,9 @@ class RIFExperiment(DataStudy):
 
 def query_map(qvecs: np.ndarray, qids: list[str], k: int = 30, seed: int = PAPER_SEED) -> pd.DataFrame:
     """2-D UMAP coordinates of the query embeddings (cosine, seeded) with their K=30 clusters."""
-    import umap
-
     from lethe_core.rif.clusters import QueryClusters
 
+    umap = umap_module()
     xy = umap.UMAP(n_components=2, metric="cosine", random_state=seed, n_neighbors=15, min_dist=0.1).fit_transform(qvecs)
     clusters = QueryClusters.fit(qvecs, min(k, len(qids)), seed=seed).assign(qvecs)
     return pd.DataFrame({"query_id": qids, "x": xy[:, 0], "y": xy[:, 1], "cluster": clusters.astype(np.int16)})
