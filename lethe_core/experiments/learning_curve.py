@@ -40,6 +40,7 @@ class LearningCurveConfig:
     name: str = "learning_curve"
     encoder: str = "minilm"  # first-stage bi-encoder (hard negatives and pools; tests use test:hash)
     max_groups: int | None = None  # cap per fold on top of the budget (tests)
+    base: str = "minilm"  # the cross-encoder's starting weights (recipes.BASES; tests use test:tiny)
     progress: bool = True
 
     def run(self, results_root: Path | None = None, models_root: Path | None = None) -> dict:
@@ -51,7 +52,7 @@ class LearningCurveConfig:
         for budget, epochs, negatives in self.points:
             name = point_name(budget, epochs, negatives, precision)
             cfg = TrainConfig(dataset=self.dataset, name=name, folds=self.folds, epochs=epochs, negatives=negatives,
-                              budget=budget, precision=precision, encoder=self.encoder, max_groups=self.max_groups)
+                              budget=budget, precision=precision, encoder=self.encoder, max_groups=self.max_groups, base=self.base)
             manifest = train_folds(cfg, progress=self.progress, root=models_root)
             data = DataSpec(self.dataset, reranker=f"trained:{name}", pipeline=PipelineConfig(encoder=self.encoder),
                             second_stage="ce", backend=self.backend, progress=self.progress)

