@@ -295,11 +295,11 @@ def recipe_key(cfg: TrainConfig, fingerprint: str) -> str:
 
 
 def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = None) -> dict:
+    check_base(cfg.base)
     ds = load_dataset(cfg.dataset, cfg.path)
     if not 0 < cfg.budget <= 1:
         raise ValueError(f"budget must be in (0, 1], got {cfg.budget}")
     resolve_precision(cfg.precision)  # a bad value fails before any work, and so does a split without validation
-    check_base(cfg.base)
     splits = fold_split(ds.conversation_ids(), cfg.folds, {q.conversation_id for q in ds.queries})
     out = Path(root or models_dir()) / cfg.name
     out.mkdir(parents=True, exist_ok=True)

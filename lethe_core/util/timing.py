@@ -131,7 +131,8 @@ class Chain:
     def save(self) -> None:
         _write_json(self.path, {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments,
                                 "commits": self.commits, "fresh_clone": self.fresh_clone,
-                                "paused_seconds": round(self.paused + self._paused_here, 1), "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                                "paused_seconds": round(self.paused + self._paused_here, 1),
+                                "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
     def _tick(self) -> None:
         """Leave out a silence longer than PAUSED_AFTER heartbeats (all but the one beat it should have lasted)."""
