@@ -43,11 +43,13 @@ quick: setup  ## the same on the first two conversations (a few minutes)
 reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 2 cores); `auto` then prefers it
 	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold
 
+# A cross-dataset teacher trains on a seeded half of its groups (--budget 0.5): as many as one fold teacher sees, at the
+# cost of one fold (docs/realtalk.md, "Teachers").
 teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (first-run recipe point; resumable), and RERANKER.md's teacher table
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab reranker train realtalk --folds 2 --precision auto
-	$(BIN)/lethe-lab reranker train realtalk --folds 1 --precision auto
-	$(BIN)/lethe-lab reranker train locomo --folds 1 --precision auto
+	$(BIN)/lethe-lab reranker train realtalk --folds 1 --budget 0.5 --precision auto
+	$(BIN)/lethe-lab reranker train locomo --folds 1 --budget 0.5 --precision auto
 	$(BIN)/lethe-lab reranker teachers
 
 matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols x 5 seeds, raw reading, plus the calibrated ablation (resumable); then RESULTS.md
@@ -57,8 +59,10 @@ matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols 
 study: setup browser  ## the canonical build behind README's results, RESULTS.md, RERANKER.md and notebooks/README.md: one teacher (LoCoMo's fold teacher), fp32 ONNX; resumable
 	$(TIMED) make-study $(FRESH) -- $(MAKE) --no-print-directory run matrix study-steps
 
+# The 100-deep pools (notebooks 05, 06 and 14 read them) are scored here on both cores, before two kernels share them.
 study-steps:
 	$(BIN)/lethe-lab reranker report --backend onnx
+	$(BIN)/lethe-lab pools build locomo --reranker fold --backend onnx --k-leg 100
 	$(TIMED) notebooks-build -- $(BIN)/lethe-lab notebooks build --reranker fold --backend onnx --jobs 2
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)

@@ -39,7 +39,7 @@ CalibOpt = typer.Option(False, "--calibration/--no-calibration", help="ablation:
 StageOpt = typer.Option("ce", "--second-stage", help="ce (reranker order, the paper's) | fused (validated fusion weight, when the reranker has one)")
 LimitOpt = typer.Option(None, "--limit-queries", help="evaluate only the first N queries (N >= 1)")
 ConvOpt = typer.Option(None, "--conversations", help="keep only the first N conversations (N >= 1; quick runs)")
-KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30, or 80)")
+KLegOpt = typer.Option(30, "--k-leg", help="depth of each first-stage leg (30; the deep pools of notebooks 14 and 06 use 80 and 100)")
 EncoderOpt = typer.Option("minilm", "--encoder", help="minilm (bundled all-MiniLM-L6-v2) | a sentence-transformers folder | test:hash")
 BackendOpt = typer.Option("auto", "--backend", help=f"cross-encoder inference backend: {' | '.join(check.BACKENDS)}")
 OverwriteOpt = typer.Option(False, "--overwrite", help="recompute even when a finished run with the same config exists (default: reuse it)")
@@ -69,6 +69,14 @@ def _guard(fn):
             _fail(exc)
 
     return wrapper
+
+
+def _fold_alias(reranker: Optional[str], dataset: str) -> Optional[str]:
+    """`fold` names DATASET's fold teacher (for LoCoMo the one `make run` trains), so a Makefile step can ask for it
+    without knowing the recipe's name on this machine."""
+    from lethe_core.rerankers.recipes import fold_teacher
+
+    return f"trained:{fold_teacher(dataset)}" if reranker == "fold" else reranker
 
 
 def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] = None, conversations: Optional[int] = None,
@@ -155,7 +163,8 @@ def describe(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Option
 @_guard
 def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Optional[str] = PathOpt,
                 limit_queries: Optional[int] = LimitOpt, conversations: Optional[int] = ConvOpt,
-                reranker: str = RerankerOpt, k_leg: int = KLegOpt, encoder: str = EncoderOpt, backend: str = BackendOpt,
+                reranker: str = typer.Option("auto", "--reranker", help=f"{check.RERANKER_FORMS} | fold (DATASET's fold teacher)"),
+                k_leg: int = KLegOpt, encoder: str = EncoderOpt, backend: str = BackendOpt,
                 tokenizer: str = TokenizerOpt, scope: str = ScopeOpt, as_json: bool = JsonOpt,
                 ray: bool = typer.Option(False, "--ray", help="embed the corpus and score the unions on Ray workers (docs/distributed.md)"),
                 ray_address: Optional[str] = typer.Option(None, "--ray-address", help="an existing Ray cluster (host:port, ray://host:port or auto); default: a local instance"),
@@ -166,6 +175,7 @@ def pools_build(dataset: str = typer.Argument(..., help=DATASET_HELP), path: Opt
     from lethe_core.retrieval.pipeline import PipelineConfig
     from lethe_core.rerankers import resolve_reranker
 
+    reranker = _fold_alias(reranker, dataset)
     _check_run(dataset, path, limit_queries, conversations, reranker, encoder, k_leg, backend=backend, tokenizer=tokenizer, scope=scope)
     check.at_least("--workers", workers, 1)
     if ray_address and not ray:
@@ -567,7 +577,6 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     from lethe_core.inference import BACKENDS
     from lethe_core.report.notebooks import NotebookBuild, NotebookError, discover
     from lethe_core.rerankers import resolve_reranker
-    from lethe_core.rerankers.recipes import fold_teacher
     from lethe_core.util.figures import static_export_problem
 
     discover(only)  # unknown names fail before any kernel starts
@@ -577,8 +586,7 @@ def notebooks_build(only: Optional[list[str]] = typer.Option(None, "--only", hel
     if not small and (problem := static_export_problem()):
         raise check.ArgError(f"the full build draws the figures as SVG, and {problem}")
     parameters = {}
-    if reranker == "fold":
-        reranker = f"trained:{fold_teacher('locomo')}"
+    reranker = _fold_alias(reranker, "locomo")
     if reranker is not None:
         check.reranker(reranker, "--reranker")
         parameters["reranker"] = resolve_reranker(reranker).name if reranker == "auto" else reranker

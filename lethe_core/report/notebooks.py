@@ -33,8 +33,12 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"  # nbconvert templates
 FIGURES = REPO_ROOT / "docs" / "figures" / "checkpoints"  # committed SVG copies of a full build's figures
 FOREST = "index-forest.svg"
 QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
-IDENTITY = ("reranker", "backend")
-TIMED = {"08_hybrid"}  # notebooks that time themselves (query latency): a parallel build runs them alone, after the others  # what a row of the index must share with the build to be shown as its result
+IDENTITY = ("reranker", "backend")  # what a row of the index must share with the build to be shown as its result
+TIMED = {"08_hybrid"}  # notebooks that time themselves (query latency): a parallel build runs them alone, after the others
+# A build with no recorded times (a fresh clone) starts these first, longest first on a cold pair-score cache: the mutation
+# streams score every pair their moves bring into a top-30, the rescue replay every rescued pair (docs/notebooks.md).
+COLD_FIRST = ("14_exploration_rescue", "01_embedding_mutation", "02_adapter_mutation", "04_mlp_adapter", "18_statistics_scope",
+              "17_enrichment")
 
 # Parameters every notebook declares; the tests run each notebook with these (a few seconds of work each).
 SMALL = {"dataset": "locomo", "conversations": 2, "limit_queries": None, "seeds": 2, "burn_in": 400,
@@ -192,6 +196,14 @@ def export_figures(executed: Path, dest: Path = FIGURES) -> list[Path]:
     return written
 
 
+def run_order(stem: str, state: dict) -> tuple:
+    """Longest first, so the workers finish together: by the last recorded time; notebooks never timed here come first
+    of all, in `COLD_FIRST` order."""
+    if stem in state and "seconds" in state[stem]:
+        return (1, -state[stem]["seconds"], 0)
+    return (0, 0.0, COLD_FIRST.index(stem) if stem in COLD_FIRST else len(COLD_FIRST))
+
+
 @dataclass
 class NotebookBuild:
     """`make notebooks` / `lethe-lab notebooks build`: execute, skip what is up to date, write the index."""
@@ -227,8 +239,7 @@ class NotebookBuild:
                     export_figures(out / f"{path.stem}.ipynb")
             else:
                 todo.append((path, key))
-        # Longest first (by the last recorded time; new ones first of all), so the workers finish together.
-        todo.sort(key=lambda item: -state.get(item[0].stem, {}).get("seconds", float("inf")))
+        todo.sort(key=lambda item: run_order(item[0].stem, state))
         failures = []
 
         def done(path: Path, key: str, seconds: float, target: Path) -> None:

@@ -17,25 +17,38 @@ TEACHERS_END = "<!-- /teachers -->"
 TEACHER_SYSTEMS = ("rrf", "vector_rerank", "full", "control")
 
 
-def training_minutes(spec: str, root: Path | None = None) -> float | None:
-    """Training wall time of a `trained:<name>` model, summed over its folds (mining + training + validation)."""
+def _folds(spec: str, root: Path | None = None) -> list[dict] | None:
     kind, _, name = spec.partition(":")
     manifest = Path(root or models_dir()) / name / "trained.json"
     if kind != "trained" or not manifest.exists():
         return None
-    folds = json.loads(manifest.read_text())["folds"]
-    return sum(f.get("fold_seconds", f["train_seconds"]) for f in folds) / 60
+    return json.loads(manifest.read_text())["folds"]
+
+
+def training_minutes(spec: str, root: Path | None = None) -> float | None:
+    """Training wall time of a `trained:<name>` model, summed over its folds (mining + training + validation)."""
+    folds = _folds(spec, root)
+    return None if folds is None else sum(f["fold_seconds"] if "fold_seconds" in f else f["train_seconds"] for f in folds) / 60
+
+
+def training_groups(spec: str, root: Path | None = None) -> list[int] | None:
+    """Training groups (a question or observation with its negatives) of each fold of a `trained:<name>` model."""
+    folds = _folds(spec, root)
+    return None if folds is None else [f["train_groups"] for f in folds if "train_groups" in f]
 
 
 def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]:
     """Fold teacher vs cross-dataset teacher on each dataset: the systems rows, identity and training minutes."""
     lines = [TEACHERS_BEGIN, "## Teachers: fold vs cross-dataset", "",
              "Each dataset reranked by its fold teacher (each query by the fold model that never saw its conversation) and by a "
-             "cross-dataset teacher trained on all of the other dataset (`lethe-lab reranker train DATASET --folds 1`), both at the "
-             "first-run recipe point; second stage `ce`; NDCG@10 with its 95 % bootstrap CI; p is the paired permutation test of "
-             "`full` against `rrf`. Training minutes: this machine's wall time summed over folds (mining, training, validation).", "",
-             "| dataset | teacher | kind | training | identity | " + " | ".join(TEACHER_SYSTEMS) + " | full − rrf [95% CI] | p |",
-             "|---" * (7 + len(TEACHER_SYSTEMS)) + "|"]
+             "cross-dataset teacher trained on the other dataset (`lethe-lab reranker train DATASET --folds 1 --budget 0.5`: a seeded "
+             "share of the groups of all its conversations, docs/realtalk.md), both at the first-run recipe point; second stage `ce`; "
+             "NDCG@10 with its 95 % bootstrap CI; p is the paired permutation test of `full` against `rrf`. Training groups: per fold "
+             "model, from its `trained.json`. Training minutes: this machine's wall time summed over folds (mining, training, "
+             "validation).", "",
+             "| dataset | teacher | kind | training groups | training | identity | " + " | ".join(TEACHER_SYSTEMS)
+             + " | full − rrf [95% CI] | p |",
+             "|---" * (8 + len(TEACHER_SYSTEMS)) + "|"]
     for s in systems:
         rows = {r["name"]: r for r in s["systems"]}
         minutes = training_minutes(s["reranker"], root)
@@ -43,7 +56,9 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
         d = full.get("delta_vs_rrf")
         cells = [f"{rows[n]['ndcg@10']:.4f} [{rows[n]['ndcg@10_ci'][0]:.4f}, {rows[n]['ndcg@10_ci'][1]:.4f}]" if n in rows else "–"
                  for n in TEACHER_SYSTEMS]
+        groups = training_groups(s["reranker"], root)
         lines.append(f"| {s['dataset']} | `{s['reranker']}` | {teacher_kind(s['reranker'], s['dataset']) or '–'} | "
+                     + (" + ".join(f"{g:,}" for g in groups) if groups else "–") + " | "
                      + (f"{minutes:.1f} min" if minutes is not None else "–") + f" | `{s.get('reranker_identity')}` | " + " | ".join(cells)
                      + " | " + (f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–") + " | "
                      + (f"{full['p_vs_rrf']:.4f}" if "p_vs_rrf" in full else "–") + " |")
@@ -51,8 +66,8 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
 
 
 def teacher_decision(systems: list[dict]) -> list[str]:
-    """Per dataset, the rule `make run` follows, read off the table: a cross-dataset teacher (one model, about a third
-    of two folds' training here) replaces the fold teacher only when its `full` beats `rrf` with a CI clear of zero."""
+    """Per dataset, the rule `make run` follows, read off the table: a cross-dataset teacher (one model, the training
+    cost of one fold) replaces the fold teacher only when its `full` beats `rrf` with a CI clear of zero."""
     out = []
     for dataset in dict.fromkeys(s["dataset"] for s in systems):
         rows = {teacher_kind(s["reranker"], dataset).split(" ")[0]: s for s in systems if s["dataset"] == dataset}

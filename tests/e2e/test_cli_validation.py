@@ -279,3 +279,11 @@ def test_a_full_disk_is_one_error_line_naming_the_folder(capsys, isolated_home, 
     assert code == 2 and out == "" and len(errors) == 1 and err.rstrip("\n").endswith(errors[0]), err
     assert errors[0].startswith(f"error: the disk under {folder} is full: ") and " free; this write needed about " in err
     assert "Traceback" not in err and not list(folder.glob(".tmp-*"))
+
+
+def test_fold_names_the_datasets_fold_teacher(capsys, isolated_home):
+    """`pools build --reranker fold` (make study's deep-pool step) asks for LoCoMo's fold teacher by its recipe name."""
+    from lethe_core.rerankers.recipes import fold_teacher
+
+    err = fails(capsys, isolated_home, "pools", "build", "locomo", "--reranker", "fold", "--k-leg", "100")
+    assert err.startswith(f"error: --reranker trained:{fold_teacher('locomo')}: no trained reranker"), err

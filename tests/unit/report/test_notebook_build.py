@@ -44,3 +44,12 @@ def test_build_runs_every_notebook_and_reports_the_failures_at_the_end(tmp_path,
     _notebook(src, "02_broken", seen / "02")
     log = NotebookBuild(root=src, out=build, html=False, progress=False, jobs=jobs, timeout=120).run()
     assert {e["notebook"]: e["skipped"] for e in log} == {"01_first": True, "02_broken": False, "03_third": True}
+
+
+def test_run_order_is_longest_first_with_never_timed_notebooks_first_in_cold_order():
+    from lethe_core.report.notebooks import COLD_FIRST, run_order
+
+    state = {"03_rerank_dense_top30": {"seconds": 11.0}, "12_clustered_rif": {"seconds": 88.0}, COLD_FIRST[0]: {"seconds": 5.0}}
+    stems = ["03_rerank_dense_top30", "12_clustered_rif", COLD_FIRST[0], "07_dedup", COLD_FIRST[2], COLD_FIRST[1]]
+    assert sorted(stems, key=lambda s: run_order(s, state)) == [
+        COLD_FIRST[1], COLD_FIRST[2], "07_dedup", "12_clustered_rif", "03_rerank_dense_top30", COLD_FIRST[0]]

@@ -35,6 +35,15 @@ def test_teachers_table_lists_each_dataset_and_teacher_and_is_spliced_in_place()
     assert twice.count(TEACHERS_BEGIN) == 1 and "0.6000" in twice and "0.5000 [" not in twice and "body" in twice
 
 
+def test_teachers_table_reads_each_models_training_groups_and_minutes_from_its_manifest(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "trained.json").write_text(json.dumps({"folds": [{"train_groups": 1234, "fold_seconds": 60.0},
+                                                                        {"train_groups": 987, "fold_seconds": 120.0}]}))
+    text = "\n".join(teachers_section([_systems("locomo", "trained:x", 0.50), _systems("realtalk", "trained:y", 0.42)], root=tmp_path))
+    assert "| locomo | `trained:x` | " in text and " | 1,234 + 987 | 3.0 min | " in text
+    assert "| realtalk | `trained:y` | " in text and " | – | – | " in text  # no manifest: nothing invented
+
+
 def test_teacher_pairs_name_a_fold_and_a_cross_dataset_teacher_per_dataset():
     pairs = teacher_pairs()
     assert [d for d, _ in pairs] == ["locomo", "locomo", "realtalk", "realtalk"]
