@@ -68,7 +68,7 @@ study-steps:
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)
 	$(BIN)/lethe-lab reranker curve locomo
 
-haystack: setup  ## issue 14's size curve: systems and RIF (3 protocols, 5 seeds) on LoCoMo in 5.9k to 145k-turn haystacks (resumable; docs/haystack_study.md)
+haystack: setup  ## the haystack size curve: systems and RIF (3 protocols, 5 seeds) on LoCoMo in 5.9k to 145k-turn haystacks (resumable; docs/haystack_study.md)
 	$(BIN)/lethe-lab haystack
 
 reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reranker, both second stages, three protocols, teacher study)

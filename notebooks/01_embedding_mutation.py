@@ -11,7 +11,7 @@
 # no CIs; the code lives only in old commits (13e7f43).
 #
 # **Here.** `lethe_core.mechanisms.embedding_mutation` with the reference's constants; the affinity signal is the
-# cross-encoder's verdict, sigmoid(raw logit) of each retrieved pair (as issue 12 asks; the reference's CK1 used the
+# cross-encoder's verdict, sigmoid(raw logit) of each retrieved pair (the reference's CK1 used the
 # bi-encoder cosine). The usage stream (`lethe_core.mechanisms.usage_stream`): each step a query from the reference's hot/cold
 # schedule → dense top-30 over the *current* vectors → cross-encoder verdicts (every pair through the pair-score
 # cache, each fold-trained model routed to the conversations it never saw) → update. Every `eval_every` steps the

@@ -631,7 +631,7 @@ def haystack(sizes: str = typer.Option("25000,50000,100000", "--sizes", help="ha
              workers: int = typer.Option(2, "--workers", help="Ray workers, one CPU each"),
              publish: bool = typer.Option(False, "--publish", help="write the charts as SVG to docs/figures/haystack/ and the section into RESULTS.md (needs kaleido and Chromium)"),
              as_json: bool = JsonOpt) -> None:
-    """Issue 14's size curve: systems and RIF on LoCoMo in growing haystacks (resumable; docs/haystack_study.md)."""
+    """The haystack size curve: systems and RIF on LoCoMo in growing haystacks (resumable; docs/haystack_study.md)."""
     from lethe_core.experiments.haystack_study import HaystackStudyConfig, results_section
     from lethe_core.experiments.haystack_study import publish as publish_results
     from lethe_core.retrieval.pipeline import PipelineConfig

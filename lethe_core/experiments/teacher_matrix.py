@@ -1,4 +1,4 @@
-"""Issue #25's study: RIF under each teacher and logit reading, on each real conversation dataset.
+"""The teacher matrix: RIF under each teacher and logit reading, on each real conversation dataset.
 
 For every (dataset, teacher) of `rerankers.recipes.teacher_pairs()` (the fold teacher and the cross-dataset one),
 the systems table and the RIF protocols under the raw reading (the paper's), plus the calibrated reading as an

@@ -9,8 +9,8 @@ apoptosis (removed from the index) at affinity < 0.15 and more than 1,000 steps 
 ×1.15; non-memory affinities idle for a decay interval decay by exp(−λ) every 100 steps (λ = 0.01, the version
 after its decay fix). Its usage stream and its evaluation used the same 323 NFCorpus test queries.
 
-Here (same constants): the affinity signal is the **cross-encoder's verdict**, sigmoid(raw logit) of the pair, as
-issue 12 asks (the reference's CK1 used the bi-encoder cosine; its later stores used this sigmoid). "Retrieved" =
+Here (same constants): the affinity signal is the **cross-encoder's verdict**, sigmoid(raw logit) of the pair
+(the reference's CK1 used the bi-encoder cosine; its later stores used this sigmoid). "Retrieved" =
 the cross-encoder's top-10 of the dense top-30 (retrieval count, idle clock, affinity); the memory weight
 multiplies the dense inner product (the first stage; the reranked order is the cross-encoder's); a turn's
 "generation" counts its accepted mutations. The random arm is our reading of "random, fixed σ": one mutant with

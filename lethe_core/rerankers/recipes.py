@@ -76,7 +76,7 @@ def first_run_config() -> TrainConfig:
                        negatives=negatives, precision=precision)
 
 
-# The teachers of issue #25 (docs/method.md, "Teachers"), all at the first-run point: per real conversation dataset,
+# The teachers (docs/method.md, "Teachers"), all at the first-run point: per real conversation dataset,
 # its fold teacher (in-domain, each query scored by the fold that never saw its conversation) and the cross-dataset
 # teacher trained on all of the other dataset. `make teachers` trains them.
 CROSS_DATASET = {"locomo": "realtalk", "realtalk": "locomo"}
