@@ -38,7 +38,7 @@ def dict_loop_burn_in(ctx: ReplayContext, arm: Arm, clusters_of, schedule) -> di
         rows = p.rows(int(i))
         docs = p.doc_idx[rows].tolist()
         rrf = p.rrf[rows].tolist()
-        conf = p.calibrated[rows].tolist()
+        conf = p.read_logit[rows].tolist()
         adjusted = [(rrf[j] - prm.alpha * supp.get((c, docs[j]), (0.0, 0))[0], j) for j in range(len(docs))]
         adjusted.sort(key=lambda t: (-t[0], t[1]))
         pool = [j for _, j in adjusted[: prm.pool_size]]

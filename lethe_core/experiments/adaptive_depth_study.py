@@ -53,7 +53,7 @@ class PairScores:
         for p in packs:
             for i in range(len(p.query_ids)):
                 r = p.rows(i)
-                self.known[i].update(zip(p.doc_idx[r].tolist(), zip(p.logit[r].tolist(), p.calibrated[r].tolist())))
+                self.known[i].update(zip(p.doc_idx[r].tolist(), zip(p.logit[r].tolist(), p.read_logit[r].tolist())))
         self.hits = self.scored = 0
 
     def ensure(self, wanted: dict[int, np.ndarray]) -> None:
@@ -221,7 +221,7 @@ class _Views:
     def mined(self, i: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """The deep pool's members the shallow pool missed, with their calibrated scores."""
         r = self._rows(self.deep[depth], i, depth)
-        docs, conf = self.deep[depth].doc_idx[r], self.deep[depth].calibrated[r]
+        docs, conf = self.deep[depth].doc_idx[r], self.deep[depth].read_logit[r]
         new = ~np.isin(docs, self.pool(i))
         return docs[new], conf[new]
 

@@ -181,5 +181,5 @@ class RescueStudy(ReplayStudy):
                                        .reset_index().to_json(orient="records")) if len(lists_df) else [],
                    "pairs": {"scored": scorer.scored, "from_pair_cache": scorer.cached},
                    "reference": {"fast": REFERENCE_FAST, "validation": REFERENCE_VALIDATION},
-                   "calibrated": bool((ctx.pools.calibrated != ctx.pools.logit).any())}
+                   "calibrated": bool((ctx.pools.read_logit != ctx.pools.logit).any())}
         return summary, {"per_query": final_df, "curves": curve_df, "lists": lists_df}

@@ -94,7 +94,7 @@ class RIFExperiment(DataStudy):
         packed = loaded.packed
         return {**self.flat_config(), "burn_in": self.resolved_burn_in(loaded.dataset), "seeds": self.seed_list(),
                 "reranker_resolved": loaded.pools.reranker, "pool_key": loaded.builder.key,
-                "dataset_fingerprint": loaded.dataset.fingerprint, "calibrated": bool((packed.calibrated != packed.logit).any()),
+                "dataset_fingerprint": loaded.dataset.fingerprint, "calibrated": bool((packed.read_logit != packed.logit).any()),
                 "second_stage_resolved": "ce" if np.isnan(packed.fuse_w).all() else self.data.second_stage,
                 "schema_version": SCHEMA_VERSION}
 

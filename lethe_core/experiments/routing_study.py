@@ -189,5 +189,5 @@ class RoutingStudy(ReplayStudy):
                    "routes": json.loads(counts_df.groupby(["protocol", "arm"]).mean(numeric_only=True).drop(columns="seed")
                                         .reset_index().to_json(orient="records")),
                    "pairs": {"scored": scorer.scored, "from_pair_cache": scorer.cached}, "reference": REFERENCE,
-                   "calibrated": bool((ctx.pools.calibrated != ctx.pools.logit).any())}
+                   "calibrated": bool((ctx.pools.read_logit != ctx.pools.logit).any())}
         return summary, {"per_query": final_df, "curves": curve_df, "routes": counts_df}

@@ -75,7 +75,7 @@ def evaluate_systems(dataset: Dataset, p: PackedPools, pool_size: int = 30, mode
     rows = []
     for i, qid in enumerate(p.query_ids):
         q = queries[qid]
-        doc_idx, conf = p.doc_idx[p.rows(i)], p.calibrated[p.rows(i)]
+        doc_idx, conf = p.doc_idx[p.rows(i)], p.read_logit[p.rows(i)]
         for name, (order, pool) in system_orders(p, i, pool_size, mode).items():
             ranked = ids[doc_idx[order]].tolist()
             row = {
@@ -156,8 +156,8 @@ class SystemsExperiment(DataStudy):
             "dataset": ds.name, "reranker": pools.reranker, "reranker_identity": pools.manifest.get("reranker_identity"),
             "n_queries": len(ds.queries), **ds.dropped_entries(),
             "second_stage": d.second_stage if not np.isnan(packed.fuse_w).all() else "ce",
-            "calibrated": bool((packed.calibrated != packed.logit).any()),
-            "logit_reading": "calibrated" if (packed.calibrated != packed.logit).any() else "raw",
+            "calibrated": bool((packed.read_logit != packed.logit).any()),
+            "logit_reading": "calibrated" if (packed.read_logit != packed.logit).any() else "raw",
             "systems": summarise(per_query, self.seed), "pool_key": loaded.builder.key, "results_dir": str(out),
             "config": config,
         }

@@ -78,7 +78,7 @@ class TeacherStudy:
         for target in np.linspace(first_stage, oracle, self.levels):
             sigma = sigma_for(p, j, float(target), self.seed)
             logits = simulate_logits(j, sigma, self.seed)
-            sim = replace(p, logit=logits, calibrated=logits, fuse_w=np.full(len(p.query_ids), np.nan, np.float32))
+            sim = replace(p, logit=logits, read_logit=logits, fuse_w=np.full(len(p.query_ids), np.nan, np.float32))
             sctx = ReplayContext(ctx.dataset, sim, ctx.query_vectors, "ce")
             row = {"teacher": "simulated", "sigma": sigma, "teacher_ndcg@10": pool_ndcg(sim, j, logits)}
             for protocol, fn in ((HELDOUT, run_heldout), (PAPER, run_paper)):

@@ -16,8 +16,8 @@ Here:
 - "already in the pool" = in the query's RRF top-P (P = 30, before the penalty): such a rescue keeps its own
   score; a rescue deeper in the query's union takes 0.04 in place of its RRF score; one outside the union is
   appended with 0.04 and scored through the pair cache (`routing.InjectedScorer`);
-- scores are the pools' `calibrated` column (the fold-trained reranker's calibrated scale; = raw logits for a
-  reranker without calibration), so `threshold` is on that scale;
+- scores are the pools' `read_logit` (raw by default, calibrated under the ablation), so `threshold` is on that
+  scale (`score_scale` maps the reference's thresholds onto it);
 - bandit feedback: an injected rescue that the reranker leaves outside its top-`winners` (10) underperformed;
   its weight starts at 1 and loses `bandit_decay`; it is pruned when the weight falls below `prune_floor`.
 """
@@ -34,7 +34,7 @@ INJECT_SCORE = 0.04  # > the largest RRF score 1/61 + 1/61 ~ 0.0328
 @dataclass(frozen=True)
 class RescueParams:
     explore_every: int = 5  # steps between two explorations (1 = every step)
-    threshold: float = 1.0  # a deep entry is rescued when its (calibrated) logit is >= this
+    threshold: float = 1.0  # a deep entry is rescued when its read logit is >= this
     cap: int | None = None  # rescues kept per cluster (None: uncapped, keyed by best score)
     top_k: int | None = None  # inject only the top-K by stored score (None: all)
     bandit_decay: float = 0.0  # weight lost when an injected rescue underperforms (0: no bandit)
@@ -150,7 +150,7 @@ def rescued_retrieval(ctx, i: int, arm, state, rescue: RescueList | None, cluste
         adjusted = view.rrf - prm.alpha * state.penalty(cluster, view.doc_idx, step)  # the order `retrieve` cuts its pool from
         need = np.intersect1d(np.argsort(-adjusted, kind="stable")[: prm.pool_size], unscored)
         if len(need):
-            view.calibrated[need] = scorer.logits(i, view.doc_idx[need])
+            view.read_logit[need] = scorer.logits(i, view.doc_idx[need])
     return retrieve(view, 0, arm, state, cluster, step, ctx.mode), view, judged, 0, injected
 
 
@@ -172,4 +172,4 @@ def learn_step(ctx, i: int, arm, state, rescue: RescueList | None, cluster: int,
     if rescue.explores(step):
         rows = ctx.pools.rows(i)
         deep = slice(rows.start + rescue.params.deep_from, rows.stop)
-        rescue.offer(cluster, ctx.pools.doc_idx[deep], ctx.pools.calibrated[deep])
+        rescue.offer(cluster, ctx.pools.doc_idx[deep], ctx.pools.read_logit[deep])

@@ -10,9 +10,9 @@ with more than 500 steps idle; decay x0.99 of every non-memory route; lookup = t
 the query's cluster; "explore" adds deep-mined entries with a positive verdict. 0.3680 -> 0.3273 (-11 %).
 
 Here (choices the reference leaves open, all in docs/routing.md):
-- the verdict is the pools' `calibrated` column (the fold-trained reranker's affine calibration a*x + b,
-  fitted on validation conversations; = the raw logit for rerankers without one), so "logit > 0" reads
-  P(relevant) > 0.5 on that reranker and sigmoid(logit) is a calibrated affinity;
+- the verdict is the pools' `read_logit`: the raw logit (the paper's reading), or under the calibration ablation
+  the fold-trained reranker's affine calibration a*x + b fitted on validation conversations, where "logit > 0"
+  reads P(relevant) > 0.5 on that reranker;
 - what a query observes (updates its cluster's routes from): every member of its reranked pool, injected
   routes included; with `explore`, also the union members below the pool (RRF positions >= P, scored in
   the cached pools, so free) whose verdict is positive;
@@ -178,8 +178,8 @@ class RoutingIndex:
 
 class InjectedScorer:
     """Verdicts for turns injected into a query's pool: the cached pool row when the turn is in the query's
-    union, else the routed reranker through the pair-score cache (scored once, ever), calibrated like the
-    pools (`a * x + b` of the routed fold model when `calibration`). `scored` / `cached` count pairs that
+    union, else the routed reranker through the pair-score cache (scored once, ever), read like the
+    pools (raw, or `a * x + b` of the routed fold model when `calibration`). `scored` / `cached` count pairs that
     came from the model / the pair cache (pool rows count as neither)."""
 
     def __init__(self, ctx, reranker, cache_path=None, calibration: bool = True):
@@ -215,7 +215,7 @@ class InjectedScorer:
         for k, t in enumerate(turns):
             t = int(t)
             if t in pos:
-                out[k] = p.calibrated[start + pos[t]]
+                out[k] = p.read_logit[start + pos[t]]
             elif (i, t) in self._memo:
                 out[k] = self._memo[(i, t)]
             else:
@@ -254,7 +254,7 @@ def pool_view(ctx, i: int, keep: np.ndarray, extra: np.ndarray, extra_logits: np
     keep = np.asarray(keep, dtype=np.int64)
     extra = np.asarray(extra, dtype=np.int64)
     kept_rrf = p.rrf[rows][keep] if rrf is None else np.asarray(rrf, dtype=np.float64)
-    conf = p.calibrated[rows][keep]
+    conf = p.read_logit[rows][keep]
     docs = p.doc_idx[rows][keep]
     grade = j.grade[rows][keep]
     if len(extra):
@@ -299,13 +299,13 @@ def routed_retrieval(ctx, i: int, index: RoutingIndex | None, cluster: int, scor
 
 def observe(ctx, index: RoutingIndex, cluster: int, i: int, view, ret, step: int, explore: bool, pool_size: int = 30) -> None:
     """Learn from one retrieval: every reranked pool member, plus (explore) the positive union members below the pool."""
-    turns, logits = view.doc_idx[ret.pool], view.calibrated[ret.pool]
+    turns, logits = view.doc_idx[ret.pool], view.read_logit[ret.pool]
     if explore:
         rows = ctx.pools.rows(i)
         deep = np.arange(pool_size, rows.stop - rows.start)
-        deep = deep[ctx.pools.calibrated[rows][deep] > index.params.create_above]
+        deep = deep[ctx.pools.read_logit[rows][deep] > index.params.create_above]
         turns = np.concatenate([turns, ctx.pools.doc_idx[rows][deep]])
-        logits = np.concatenate([logits, ctx.pools.calibrated[rows][deep]])
+        logits = np.concatenate([logits, ctx.pools.read_logit[rows][deep]])
     index.observe(cluster, turns, logits, step)
 
 

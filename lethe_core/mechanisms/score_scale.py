@@ -1,8 +1,8 @@
 """Reading the reference's MS MARCO logit thresholds on another reranker's scale, by quantile matching.
 
 The reference's thresholds (route creation at logit > 0, rescue at logit >= 1.0, adaptive depth below 4.0) are
-on `cross-encoder/ms-marco-MiniLM-L-6-v2`'s logit scale. Our fold-trained reranker's calibrated scores live
-elsewhere (its best score for a LoCoMo question stays below 0), so the same number means something else.
+on `cross-encoder/ms-marco-MiniLM-L-6-v2`'s logit scale. Our fold-trained reranker's scores, raw or calibrated, live
+elsewhere (its calibrated best score for a LoCoMo question stays below 0), so the same number means something else.
 The reference reported, for its baseline top-1 answers on LongMemEval, the share below 0, 2 and 4
 (abstain@T in checkpoint 16: 0.180, 0.324, 0.512). A reference threshold T is mapped to the score that
 the same share of *our* streamed questions' top-1 scores fall below (linear between the reported points).
@@ -29,11 +29,11 @@ def reference_share_below(logit: float) -> float:
 
 
 def top1_scores(pools: PackedPools, positions: np.ndarray, pool_size: int) -> np.ndarray:
-    """Best calibrated score of each query's reranked pool (the RRF top-`pool_size`)."""
+    """Best read logit (`PackedPools.read_logit`) of each query's reranked pool (the RRF top-`pool_size`)."""
     out = np.empty(len(positions))
     for j, i in enumerate(positions):
         r = pools.rows(int(i))
-        conf = pools.calibrated[r.start : min(r.stop, r.start + pool_size)]
+        conf = pools.read_logit[r.start : min(r.stop, r.start + pool_size)]
         out[j] = float(conf.max()) if len(conf) else -np.inf
     return out
 

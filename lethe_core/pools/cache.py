@@ -86,7 +86,7 @@ class Pools:
         return list(dict.fromkeys(self.frame["query_id"]))
 
     def packed(self, query_ids: Sequence[str], calibration: bool = False) -> "PackedPools":
-        """The pools in query order; their `calibrated` array is the logit the mechanisms read: the raw one (the paper's
+        """The pools in query order; their `read_logit` array is the logit the mechanisms read: the raw one (the paper's
         reading) unless `calibration=True` (the ablation) asks for the stored calibrated one (no rescoring either way)."""
         return PackedPools.from_frame(self.frame, query_ids, calibration)
 
@@ -100,7 +100,7 @@ class PackedPools:
     doc_idx: np.ndarray
     rrf: np.ndarray
     logit: np.ndarray  # the reranker's raw logit
-    calibrated: np.ndarray  # the logit RIF and the thresholds read: `logit` unless packed with calibration=True
+    read_logit: np.ndarray  # the logit RIF and the thresholds read: `logit` unless packed with calibration=True
     fuse_w: np.ndarray  # one per query
     bm25_rank: np.ndarray
     dense_rank: np.ndarray

@@ -227,7 +227,7 @@ def pool_audit(ctx: ReplayContext, run: Run, arm: str, seed: int | None = None,
         after = np.empty(len(docs), dtype=np.int64)
         after[np.argsort(-(p.rrf[r] - params.alpha * s), kind="stable")] = np.arange(1, len(docs) + 1)
         pool = np.arange(min(P, len(docs)))
-        answer = pool[teacher_order(p.calibrated[r][pool])][:ANSWER]
+        answer = pool[teacher_order(p.read_logit[r][pool])][:ANSWER]
         displaced = bool(relevant[P:].any())
         queries.append((qid, split, cluster, displaced, bool((relevant & (after > P)).any())))
         for m in np.setdiff1d(pool[~relevant[pool]], answer):
@@ -403,7 +403,7 @@ def _candidates(ctx: ReplayContext, i: int, arm: Arm, values: np.ndarray | None,
     out = pd.DataFrame({
         "doc_id": [corpus.ids[d] for d in docs], "union rank": np.arange(1, len(docs) + 1),
         "bm25 rank": _rank1(p.bm25_rank[r]), "dense rank": _rank1(p.dense_rank[r]),
-        "rrf": p.rrf[r], "penalty": penalty, "adjusted rank": adj_rank + 1, "in pool": in_pool, "logit": p.calibrated[r],
+        "rrf": p.rrf[r], "penalty": penalty, "adjusted rank": adj_rank + 1, "in pool": in_pool, "logit": p.read_logit[r],
         "final rank": _rank1(final_rank), "relevant": j.grade[r] > 0, "text": [corpus[d].text for d in docs],
     })
     return out.sort_values("adjusted rank").reset_index(drop=True)

@@ -76,7 +76,7 @@ def burn_in(pools, arm, state, clusters_of: np.ndarray, schedule: np.ndarray, fi
     if burn_in_kernel is None or len(schedule) == 0:
         return burn_in_kernel is not None
     p = arm.params
-    burn_in_kernel(pools.offsets, pools.doc_idx.astype(np.int64), pools.rrf, pools.calibrated.astype(np.float64),
+    burn_in_kernel(pools.offsets, pools.doc_idx.astype(np.int64), pools.rrf, pools.read_logit.astype(np.float64),
                    np.asarray(schedule, dtype=np.int64), np.asarray(clusters_of, dtype=np.int64),
                    state.values, state.last, p.alpha, p.eta, p.decay, p.pool_size, p.winners, arm.rule == "gap", p.eager,
                    first_step, float(p.cap), float(p.reinforce))

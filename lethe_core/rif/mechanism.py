@@ -50,7 +50,7 @@ def update_log(ctx: ReplayContext, arm: Arm, clusters_of: np.ndarray, schedule: 
         docs, rrf = p.doc_idx[rows], p.rrf[rows]
         pool = ret.pool
         entries = docs[pool]
-        conf = p.calibrated[rows][pool]
+        conf = p.read_logit[rows][pool]
         r_init = np.arange(len(pool))
         s_rule = strength(arm.rule, r_init, ret.r_final, conf, prm.pool_size)
         before = state.values[c, entries] * np.exp(-prm.decay * (step - state.last[c, entries]))

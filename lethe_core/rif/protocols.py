@@ -57,7 +57,7 @@ def _row(ctx: ReplayContext, arm: Arm, i: int, ret, cluster: int, **extra) -> di
     ndcg, recall, pool_recall = score(p, ctx.judgements, i, ret)
     qid = p.query_ids[i]
     docs = p.doc_idx[ret.rows][ret.order[:10]]
-    top1_conf = float(p.calibrated[ret.rows][ret.order[0]])
+    top1_conf = float(p.read_logit[ret.rows][ret.order[0]])
     return {
         "query_id": qid, "qtype": ctx.queries[qid].qtype, "arm": arm.name, "cluster": int(cluster),
         "ndcg@10": ndcg, "recall@10": recall, "pool_recall@30": pool_recall, "top1_logit": top1_conf,

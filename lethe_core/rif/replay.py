@@ -87,7 +87,7 @@ def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, c
         pool = np.argsort(-adjusted, kind="stable")[: prm.pool_size]
     else:
         pool = np.arange(min(n, prm.pool_size))
-    conf = p.calibrated[rows][pool]
+    conf = p.read_logit[rows][pool]
     r_final = np.empty(len(pool), dtype=np.int64)
     r_final[teacher_order(conf)] = np.arange(len(pool))
     return Retrieval(rows, pool[final_order(conf, float(p.fuse_w[i]), mode)], pool, r_final)
@@ -96,7 +96,7 @@ def retrieve(p: PackedPools, i: int, arm: Arm, state: SuppressionState | None, c
 def learn(p: PackedPools, arm: Arm, state: SuppressionState, cluster: int, step: int, ret: Retrieval) -> None:
     prm = arm.params
     pool = ret.pool
-    conf = p.calibrated[ret.rows][pool]
+    conf = p.read_logit[ret.rows][pool]
     s = strength(arm.rule, np.arange(len(pool)), ret.r_final, conf, prm.pool_size)
     state.update(cluster, step, p.doc_idx[ret.rows][pool], s, ret.r_final < prm.winners)
 

@@ -53,7 +53,7 @@ def _ctx():
     n = 40
     rrf = np.linspace(0.033, 0.011, n)
     pools = SimpleNamespace(query_ids=["q"], offsets=np.array([0, n]), doc_idx=np.arange(n, dtype=np.int32), rrf=rrf,
-                            calibrated=np.linspace(-2, 2, n).astype(np.float32), fuse_w=np.array([np.nan], np.float32))
+                            read_logit=np.linspace(-2, 2, n).astype(np.float32), fuse_w=np.array([np.nan], np.float32))
     pools.rows = lambda i: slice(0, n)
     judgements = SimpleNamespace(grade=np.zeros(n), idcg=np.array([1.0]), n_relevant=np.array([1.0]), _disc=1 / np.log2(np.arange(2, 12)))
     judgements.grade[35] = 1  # the relevant turn sits deep, at RRF position 35

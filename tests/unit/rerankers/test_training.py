@@ -98,7 +98,7 @@ def test_pools_are_scored_by_the_fold_that_never_saw_the_conversation(trained, m
     assert np.allclose(first["calibrated"], a * first["logit"] + b, atol=1e-4)
     assert pools.reranker == "trained:tiny" and not f["fuse_w"].isna().any()
     raw = pools.packed([q.id for q in ds.queries[:6]], calibration=False)
-    assert np.array_equal(raw.calibrated, raw.logit)
+    assert np.array_equal(raw.read_logit, raw.logit)
 
 
 def test_missing_trained_model_is_a_clear_error(tmp_path, monkeypatch):

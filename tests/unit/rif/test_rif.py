@@ -150,7 +150,7 @@ def test_rif_learns_from_the_teacher_in_every_second_stage_mode():
     for mode in ("ce", "fused"):
         st = SuppressionState(1, 40, arm.params)
         ret = retrieve(ctx.pools, 0, arm, st, 0, 0, mode)
-        conf = ctx.pools.calibrated[ret.rows][ret.pool]
+        conf = ctx.pools.read_logit[ret.rows][ret.pool]
         assert list(np.argsort(ret.r_final)) == list(np.argsort(-conf, kind="stable"))
         learn(ctx.pools, arm, st, 0, 0, ret)
         states[mode], answers[mode] = st.values.copy(), ret.order
@@ -244,8 +244,8 @@ def test_the_default_reading_is_the_raw_logit_so_a_confident_positive_is_barely_
                           "logit": [8.0, -6.0], "calibrated": [-0.5, -9.0], "fuse_w": np.nan, "bm25_rank": [0, 1], "dense_rank": [0, 1]})
     r_init = np.array([0, 1])
     raw = PackedPools.from_frame(frame, ["q"], DataSpec().calibration)
-    assert DataSpec().calibration is False and np.array_equal(raw.calibrated, raw.logit)
-    s = strength("uniform", r_init, r_init, raw.calibrated, pool_size=30)
+    assert DataSpec().calibration is False and np.array_equal(raw.read_logit, raw.logit)
+    s = strength("uniform", r_init, r_init, raw.read_logit, pool_size=30)
     assert s[0] == pytest.approx(3.35e-4, rel=1e-2) and s[1] > 0.9  # sigmoid(-8) vs a rejection's sigmoid(6)
     cal = PackedPools.from_frame(frame, ["q"], calibration=True)  # the ablation
-    assert strength("uniform", r_init, r_init, cal.calibrated, pool_size=30)[0] > 0.6
+    assert strength("uniform", r_init, r_init, cal.read_logit, pool_size=30)[0] > 0.6
