@@ -62,7 +62,7 @@ study: setup browser  ## the canonical build behind README's results, RESULTS.md
 # The 100-deep pools (notebooks 05, 06 and 14 read them) are scored here on both cores, before two kernels share them.
 study-steps:
 	$(BIN)/lethe-lab reranker report --backend onnx
-	$(BIN)/lethe-lab pools build locomo --reranker fold --backend onnx --k-leg 100
+	$(TIMED) pools-deep -- $(BIN)/lethe-lab pools build locomo --reranker fold --backend onnx --k-leg 100
 	$(TIMED) notebooks-build -- $(BIN)/lethe-lab notebooks build --reranker fold --backend onnx --jobs 2
 
 learning-curve: setup  ## held-out full/control NDCG@10 against training budget (five recipes, resumable; about 1.5 h on 2 cores)

@@ -40,6 +40,7 @@ TIMED_STEPS = {
     "rif-paper": "`lethe-lab rif run locomo --protocol paper`",
     "make-run": "**`make run`**",
     "make-study": "`make study`",
+    "pools-deep": "`lethe-lab pools build locomo --k-leg 100` (make study's deep pools)",
     "notebooks-build": "`lethe-lab notebooks build`",
     "make-test": "`make test`",
 }
