@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM ?= false
 TIMED = $(BIN)/python -m lethe_core.util.timing
 FRESH := $(if $(wildcard data/cache data/models),,--fresh-clone)
 
-.PHONY: setup browser run run-steps study-steps test-steps quick reranker teachers matrix study learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
+.PHONY: setup browser run run-steps teachers-steps matrix-steps study-steps test-steps quick reranker teachers matrix study learning-curve haystack reproduce notebooks test parity-heavy dashboard screenshots bench clean-cache
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,9 @@ reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 
 # A cross-dataset teacher trains on a seeded half of its groups (--budget 0.5): as many as one fold teacher sees, at the
 # cost of one fold (docs/realtalk.md, "Teachers").
 teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (first-run recipe point; resumable), and RERANKER.md's teacher table
+	$(TIMED) make-teachers $(FRESH) -- $(MAKE) --no-print-directory teachers-steps
+
+teachers-steps:
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab reranker train realtalk --folds 2 --precision auto
 	$(BIN)/lethe-lab reranker train realtalk --folds 1 --budget 0.5 --precision auto
@@ -53,6 +56,9 @@ teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (
 	$(BIN)/lethe-lab reranker teachers
 
 matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols x 5 seeds, raw reading, plus the calibrated ablation (resumable); then RESULTS.md
+	$(TIMED) make-matrix -- $(MAKE) --no-print-directory matrix-steps
+
+matrix-steps:
 	$(BIN)/lethe-lab rif matrix
 	$(BIN)/lethe-lab rif report
 

@@ -39,6 +39,8 @@ TIMED_STEPS = {
     "systems-locomo": "`lethe-lab systems locomo`",
     "rif-paper": "`lethe-lab rif run locomo --protocol paper`",
     "make-run": "**`make run`**",
+    "make-teachers": "`make teachers`",
+    "make-matrix": "`make matrix` (after make teachers)",
     "make-study": "`make study`",
     "pools-deep": "`lethe-lab pools build locomo --k-leg 100` (make study's deep pools)",
     "notebooks-build": "`lethe-lab notebooks build`",
