@@ -43,16 +43,14 @@ quick: setup  ## the same on the first two conversations (a few minutes)
 reranker: setup  ## the full fold recipe behind RESULTS.md (about 40 minutes on 2 cores); `auto` then prefers it
 	$(BIN)/lethe-lab reranker train locomo --folds 2 --name minilm-2fold
 
-# A cross-dataset teacher trains on a seeded half of its groups (--budget 0.5): as many as one fold teacher sees, at the
-# cost of one fold (docs/realtalk.md, "Teachers").
 teachers: setup  ## the fold and cross-dataset teachers of LoCoMo and REALTALK (first-run recipe point; resumable), and RERANKER.md's teacher table
 	$(TIMED) make-teachers $(FRESH) -- $(MAKE) --no-print-directory teachers-steps
 
 teachers-steps:
 	$(BIN)/lethe-lab reranker ensure
 	$(BIN)/lethe-lab reranker train realtalk --folds 2 --precision auto
-	$(BIN)/lethe-lab reranker train realtalk --folds 1 --budget 0.5 --precision auto
-	$(BIN)/lethe-lab reranker train locomo --folds 1 --budget 0.5 --precision auto
+	$(BIN)/lethe-lab reranker train realtalk --folds 1 --precision auto
+	$(BIN)/lethe-lab reranker train locomo --folds 1 --precision auto
 	$(BIN)/lethe-lab reranker teachers
 
 matrix: teachers  ## RIF on LoCoMo and REALTALK under each teacher: 3 protocols x 5 seeds, raw reading, plus the calibrated ablation (resumable); then RESULTS.md

@@ -41,11 +41,10 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
     """Fold teacher vs cross-dataset teacher on each dataset: the systems rows, identity and training minutes."""
     lines = [TEACHERS_BEGIN, "## Teachers: fold vs cross-dataset", "",
              "Each dataset reranked by its fold teacher (each query by the fold model that never saw its conversation) and by a "
-             "cross-dataset teacher trained on the other dataset (`lethe-lab reranker train DATASET --folds 1 --budget 0.5`: a seeded "
-             "share of the groups of all its conversations, docs/realtalk.md), both at the first-run recipe point; second stage `ce`; "
-             "NDCG@10 with its 95 % bootstrap CI; p is the paired permutation test of `full` against `rrf`. Training groups: per fold "
-             "model, from its `trained.json`. Training minutes: this machine's wall time summed over folds (mining, training, "
-             "validation).", "",
+             "cross-dataset teacher trained on all of the other dataset (`lethe-lab reranker train DATASET --folds 1`), both at the "
+             "first-run recipe point; second stage `ce`; NDCG@10 with its 95 % bootstrap CI; p is the paired permutation test of "
+             "`full` against `rrf`. Training groups: per fold model, from its `trained.json`. Training minutes: this machine's wall "
+             "time summed over folds (mining, training, validation).", "",
              "| dataset | teacher | kind | training groups | training | identity | " + " | ".join(TEACHER_SYSTEMS)
              + " | full − rrf [95% CI] | p |",
              "|---" * (8 + len(TEACHER_SYSTEMS)) + "|"]
@@ -66,8 +65,8 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
 
 
 def teacher_decision(systems: list[dict]) -> list[str]:
-    """Per dataset, the rule `make run` follows, read off the table: a cross-dataset teacher (one model, the training
-    cost of one fold) replaces the fold teacher only when its `full` beats `rrf` with a CI clear of zero."""
+    """Per dataset, the rule `make run` follows, read off the table: a cross-dataset teacher (one model; its training
+    minutes are in the table) replaces the fold teacher only when its `full` beats `rrf` with a CI clear of zero."""
     out = []
     for dataset in dict.fromkeys(s["dataset"] for s in systems):
         rows = {teacher_kind(s["reranker"], dataset).split(" ")[0]: s for s in systems if s["dataset"] == dataset}

@@ -279,7 +279,7 @@ def inputs_section(datasets: tuple[str, ...], runs: dict | None = None) -> list[
              "Each row is one finished run (`lethe-lab rif run`, 5 seeds): Δ NDCG@10 vs baseline (each query's seed mean) with its 95 % bootstrap "
              "CI and Holm-adjusted permutation p (over the arms vs baseline); the last column is clustered30-gap − control with its "
              "unadjusted p. *Fold* teachers score each query with the fold model that never saw its conversation; a *cross-dataset* "
-             "teacher was trained on the other dataset (docs/method.md, \"Teachers\"). The raw logit is the paper's reading; "
+             "teacher was trained on all of the other dataset (docs/method.md, \"Teachers\"). The raw logit is the paper's reading; "
              "the calibrated rows are the `--calibration` ablation.", "",
              "| dataset | teacher | reading | protocol | control | " + " | ".join(MATRIX_ARMS) + " | clustered30-gap − control |",
              "|---" * (6 + len(MATRIX_ARMS)) + "|"]
