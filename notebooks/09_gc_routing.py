@@ -37,7 +37,7 @@ backend = "auto"
 conversations = None
 limit_queries = None
 seeds = 3
-burn_in = None  # routing steps; None = the reference's 2,000
+burn_in = None  # routing steps; None: the reference's 2000
 curve_points = 4  # frozen evaluations during the burn-in (plus the end)
 
 # %%

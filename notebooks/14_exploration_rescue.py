@@ -42,7 +42,7 @@ backend = "auto"
 conversations = None
 limit_queries = None
 seeds = 3
-burn_in = None  # paper and held-out burn-in; None = the reference's validation run, 3,000
+burn_in = None  # paper and held-out burn-in; None: the reference's validation run (3000 steps)
 sample_burn_in = 800  # the reference's fast benchmark (capped at burn_in when burn_in is given)
 verdict_variant = "top3"  # the reference's validated smart variant
 

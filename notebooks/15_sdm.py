@@ -35,7 +35,7 @@ conversations = None
 limit_queries = None
 seeds = 5
 burn_in = None
-benchmark_seeds = None  # generator seeds; None: one per seed (with seeds >= 3), else 1 (the smoke run)
+benchmark_seeds = None  # generator seeds; None: one per seed (with 3 seeds or more), else 1 (the smoke run)
 families = None  # None: 50 (the reference's 250 events), 20 in the smoke run (seeds < 3)
 faithful = "first"  # also run the reference's flawed generator: "none" | "first" (first seed) | "all"
 
