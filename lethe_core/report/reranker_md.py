@@ -17,24 +17,17 @@ TEACHERS_END = "<!-- /teachers -->"
 TEACHER_SYSTEMS = ("rrf", "vector_rerank", "full", "control")
 
 
-def _folds(spec: str, root: Path | None = None) -> list[dict] | None:
+def training_record(spec: str, root: Path | None = None) -> tuple[float, list[int]] | None:
+    """From a `trained:<name>` model's manifest, read once: its training wall time in minutes, summed over its folds
+    (mining + training + validation), and each fold model's training groups (a question or observation with its
+    negatives). None for any other reranker or a model without a manifest."""
     kind, _, name = spec.partition(":")
     manifest = Path(root or models_dir()) / name / "trained.json"
     if kind != "trained" or not manifest.exists():
         return None
-    return json.loads(manifest.read_text())["folds"]
-
-
-def training_minutes(spec: str, root: Path | None = None) -> float | None:
-    """Training wall time of a `trained:<name>` model, summed over its folds (mining + training + validation)."""
-    folds = _folds(spec, root)
-    return None if folds is None else sum(f["fold_seconds"] if "fold_seconds" in f else f["train_seconds"] for f in folds) / 60
-
-
-def training_groups(spec: str, root: Path | None = None) -> list[int] | None:
-    """Training groups (a question or observation with its negatives) of each fold of a `trained:<name>` model."""
-    folds = _folds(spec, root)
-    return None if folds is None else [f["train_groups"] for f in folds if "train_groups" in f]
+    folds = json.loads(manifest.read_text())["folds"]
+    minutes = sum(f["fold_seconds"] if "fold_seconds" in f else f["train_seconds"] for f in folds) / 60
+    return minutes, [f["train_groups"] for f in folds if "train_groups" in f]
 
 
 def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]:
@@ -50,15 +43,14 @@ def teachers_section(systems: list[dict], root: Path | None = None) -> list[str]
              "|---" * (8 + len(TEACHER_SYSTEMS)) + "|"]
     for s in systems:
         rows = {r["name"]: r for r in s["systems"]}
-        minutes = training_minutes(s["reranker"], root)
+        record = training_record(s["reranker"], root)
         full = rows.get("full", {})
         d = full.get("delta_vs_rrf")
         cells = [f"{rows[n]['ndcg@10']:.4f} [{rows[n]['ndcg@10_ci'][0]:.4f}, {rows[n]['ndcg@10_ci'][1]:.4f}]" if n in rows else "–"
                  for n in TEACHER_SYSTEMS]
-        groups = training_groups(s["reranker"], root)
         lines.append(f"| {s['dataset']} | `{s['reranker']}` | {teacher_kind(s['reranker'], s['dataset']) or '–'} | "
-                     + (" + ".join(f"{g:,}" for g in groups) if groups else "–") + " | "
-                     + (f"{minutes:.1f} min" if minutes is not None else "–") + f" | `{s.get('reranker_identity')}` | " + " | ".join(cells)
+                     + (" + ".join(f"{g:,}" for g in record[1]) if record and record[1] else "–") + " | "
+                     + (f"{record[0]:.1f} min" if record else "–") + f" | `{s.get('reranker_identity')}` | " + " | ".join(cells)
                      + " | " + (f"{d['mean']:+.4f} [{d['ci'][0]:+.4f}, {d['ci'][1]:+.4f}]" if d else "–") + " | "
                      + (f"{full['p_vs_rrf']:.4f}" if "p_vs_rrf" in full else "–") + " |")
     return lines + ["", *teacher_decision(systems), TEACHERS_END]
