@@ -156,7 +156,7 @@ display(exact.pivot_table(index=["variant", "seed_index"], columns="method", val
 first = table[table["variant"] == "faithful"]
 if len(first):
     view = first[first["method"].isin(["faiss", "sdm", "sdm_cleanup"])].pivot(index="mode", columns="method", values="p@1")
-    display(view.join(reference.set_index("mode"), rsuffix=" (reference)").join(
+    display(view.join(reference.set_index("mode").add_suffix(" (reference)")).join(
         first.drop_duplicates("mode").set_index("mode")["ceiling"]).round(3))
     display(bars(first, "P@1 on the faithful (flawed) generator, first seed"))
 
