@@ -36,7 +36,7 @@ QUIET = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 IDENTITY = ("reranker", "backend")  # what a row of the index must share with the build to be shown as its result
 TIMED = {"08_hybrid"}  # notebooks that time themselves (query latency): a parallel build runs them alone, after the others
 # A build with no recorded times (a fresh clone) starts these first: the notebooks a cold pair-score cache makes longest,
-# 14 (its Python rescue replay and the rescued pairs it scores) first, then those with an NFCorpus part (docs/notebooks.md).
+# 14 (the rescued pairs its replay scores: py-spy put 98 % of its time in ONNX scoring) first, then those with an NFCorpus part (docs/notebooks.md).
 COLD_FIRST = ("14_exploration_rescue", "01_embedding_mutation", "02_adapter_mutation", "04_mlp_adapter", "18_statistics_scope",
               "17_enrichment")
 
