@@ -32,6 +32,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
     """Every test writes caches and results under a temporary LETHE_HOME, never into data/."""
     home = tmp_path_factory.mktemp("lethe_home")
     monkeypatch.setenv("LETHE_HOME", str(home))
+    monkeypatch.delenv("LETHE_TIMING_CHAIN", raising=False)  # `make test`'s own timing chain is not a test's outer chain
     return home
 
 

@@ -73,8 +73,9 @@ def _minutes(seconds: float) -> str:
 
 
 def timings(root: Path) -> str | None:
-    """The latest record of each timed step (`lethe_core.util.timing`), in TIMED_STEPS' order."""
-    latest = {e["name"]: e for e in timing.read(root)}
+    """The latest record of each timed step (`lethe_core.util.timing`), in TIMED_STEPS' order; a rerun inside a
+    resumed chain (`rerun_in`) is not a measurement of the step, so it never replaces one."""
+    latest = {e["name"]: e for e in timing.read(root) if not e.get("rerun_in")}
     rows = [latest[name] for name in TIMED_STEPS if name in latest]
     if not rows:
         return None

@@ -15,7 +15,9 @@ while a step runs, `<results dir>/timings-inflight/<name>.json` holds its elapse
 next run of the same step continues that chain: its record's `seconds` is the sum of every segment's wall time
 (`segments` counts them, `commits` lists the code each ran), and `fresh_clone` is the first segment's, since a resume
 finds the caches the first one wrote. Work a kill lost is redone, so a chained time is an upper bound on one
-uninterrupted run. A step held with SIGSTOP (`kill -STOP`, to free the cores for a while) and continued does not
+uninterrupted run. The steps a resumed chain runs again (`make study` reruns `make run` and `make matrix`, which
+find their outputs cached and finish in seconds) are recorded with `rerun_in`, naming the chain: their first run in
+the same chain already measured them, so the README's table leaves the rerun out. A step held with SIGSTOP (`kill -STOP`, to free the cores for a while) and continued does not
 lose its work; the heartbeat sees the gap (no beat for `PAUSED_AFTER` seconds) and leaves it out, recorded as
 `paused_seconds`.
 """
@@ -40,6 +42,7 @@ FILE = "timings.jsonl"
 INFLIGHT = "timings-inflight"
 HEARTBEAT = 30.0
 PAUSED_AFTER = 4  # heartbeats: a longer silence is a stopped process (or a suspended machine), not a busy one
+OUTER = "LETHE_TIMING_CHAIN"  # "<name> <first segment's start, UTC>" of the outermost running chain, for the steps it runs
 
 
 def timings_file(results_root: Path | None = None) -> Path:
@@ -110,6 +113,8 @@ class Chain:
         self.commits = [c for c in prior.get("commits", []) if c]
         self.fresh_clone = bool(prior["fresh_clone"]) if prior else fresh_clone
         self.paused = float(prior.get("paused_seconds", 0.0))
+        self.started = prior.get("started") or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._outer = False
         commit = head_commit()
         if commit and commit not in self.commits:
             self.commits.append(commit)
@@ -127,7 +132,7 @@ class Chain:
     def save(self) -> None:
         """Written whole or not at all: a kill mid-write keeps the previous state."""
         state = {"name": self.name, "seconds": round(self.elapsed(), 1), "segments": self.segments, "commits": self.commits,
-                 "fresh_clone": self.fresh_clone, "paused_seconds": self.paused_seconds(),
+                 "fresh_clone": self.fresh_clone, "paused_seconds": self.paused_seconds(), "started": self.started,
                  "updated": datetime.now(timezone.utc).isoformat(timespec="seconds")}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(self.path, lambda p: p.write_text(json.dumps(state)))
@@ -146,6 +151,9 @@ class Chain:
             self.save()
 
     def __enter__(self) -> Chain:
+        if OUTER not in os.environ:  # the steps this one runs (subprocesses inherit it) can tell a rerun
+            os.environ[OUTER] = f"{self.name} {self.started}"
+            self._outer = True
         self.save()
         self._beat.start()
         return self
@@ -154,6 +162,8 @@ class Chain:
         self._stop.set()
         self._beat.join()
         self._tick()
+        if self._outer:
+            os.environ.pop(OUTER, None)
 
     def facts(self) -> dict:
         """What the finished chain's record adds: its segments only when it was resumed."""
@@ -162,6 +172,16 @@ class Chain:
             facts |= {"segments": self.segments, "commits": self.commits}
         paused = self.paused_seconds()
         return facts | ({"paused_seconds": paused} if paused else {})
+
+
+def rerun_in(name: str, results_root: Path | None = None) -> str | None:
+    """The outer chain (`OUTER`) in which step `name` already finished once, or None: a resumed `make study` runs its
+    finished steps again, and that rerun only rereads what the first run made."""
+    outer = os.environ.get(OUTER, "")
+    chain, _, since = outer.partition(" ")
+    if not since or chain == name:
+        return None
+    return chain if any(e["name"] == name and e["finished"] >= since for e in read(results_root)) else None
 
 
 def make_dry_run(makeflags: str | None = None) -> bool:
@@ -213,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         status = _call(argv[cut + 1:])
     seconds = chain.elapsed()
     if status == 0:
-        record(args.name, seconds, **chain.facts(), **({"note": args.note} if args.note else {}))
+        rerun = rerun_in(args.name)
+        record(args.name, seconds, **chain.facts(), **({"note": args.note} if args.note else {}),
+               **({"rerun_in": rerun} if rerun else {}))
         chain.path.unlink(missing_ok=True)
     elif status == 127 and chain.segments == 1:  # it did nothing: no chain to resume
         chain.path.unlink(missing_ok=True)

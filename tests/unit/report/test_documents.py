@@ -60,7 +60,7 @@ def test_an_empty_block_without_its_source_gets_the_note_naming_the_command(tmp_
     assert "`make haystack`" in not_generated("haystack-study")
 
 
-def test_timings_table_reads_the_latest_record_of_each_step_in_order(tmp_path):
+def test_timings_table_reads_the_latest_measured_record_of_each_step_in_order(tmp_path):
     root = tmp_path / "results"
     root.mkdir()
     rows = [{"name": "make-test", "seconds": 656.0, "finished": "2026-12-05T10:00:00+00:00", "commit": "abc1234", "cpu_count": 2,
@@ -68,6 +68,8 @@ def test_timings_table_reads_the_latest_record_of_each_step_in_order(tmp_path):
             {"name": "make-setup", "seconds": 200.0, "finished": "2026-12-04T09:00:00+00:00", "commit": "0ebcd28", "cpu_count": 2},
             {"name": "make-setup", "seconds": 108.0, "finished": "2026-12-05T09:00:00+00:00", "commit": "abc1234", "cpu_count": 2,
              "fresh_clone": True, "note": "from the local pip cache"},
+            {"name": "make-setup", "seconds": 2.0, "finished": "2026-12-07T08:00:00+00:00", "commit": "def5678", "cpu_count": 2,
+             "rerun_in": "make-study"},
             {"name": "make-study", "seconds": 7384.0, "finished": "2026-12-07T09:00:00+00:00", "commit": "def5678", "cpu_count": 2,
              "fresh_clone": True, "segments": 2, "commits": ["abc1234", "def5678"], "paused_seconds": 900.0}]
     (root / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"name": "make-ru')  # a torn last line

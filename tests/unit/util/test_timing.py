@@ -1,6 +1,7 @@
 """Timings as records (`lethe_core.util.timing`): what README.md's timing table is generated from."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -55,6 +56,19 @@ def test_a_killed_step_leaves_its_segment_and_the_resumed_run_records_the_chain(
 
     assert timing.main(["make-study", "--", sys.executable, "-c", "pass"]) == 0  # a new chain
     assert "segments" not in timing.latest("make-study") and timing.latest("make-study")["fresh_clone"] is False
+
+
+def test_a_step_rerun_inside_the_chain_that_already_ran_it_is_marked_as_a_rerun():
+    """make study runs make run; resumed, it runs make run again, which finds everything cached: that second record
+    names the chain (the README's table skips it) while the first, and the chain's own record, stay measurements."""
+    nested = ("import subprocess, sys; step = [sys.executable, '-m', 'lethe_core.util.timing', 'make-run', '--', sys.executable, '-c', 'pass']; "
+              "sys.exit(subprocess.call(step) or subprocess.call(step))")
+    assert timing.main(["make-study", "--", sys.executable, "-c", nested]) == 0
+    runs = [e for e in timing.read() if e["name"] == "make-run"]
+    assert [e.get("rerun_in") for e in runs] == [None, "make-study"]
+    assert "rerun_in" not in timing.latest("make-study") and timing.OUTER not in os.environ
+    assert timing.main(["make-run", "--", sys.executable, "-c", "pass"]) == 0  # on its own, outside any chain
+    assert "rerun_in" not in timing.latest("make-run")
 
 
 def test_a_command_that_cannot_start_leaves_no_chain():
