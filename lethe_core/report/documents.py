@@ -41,7 +41,7 @@ TIMED_STEPS = {
     "make-run": "**`make run`**",
     "make-teachers": "`make teachers`",
     "make-matrix": "`make matrix` (after make teachers)",
-    "make-study": "`make study`",
+    "make-study": "`make study`: make run, make teachers, make matrix, the deep pools, the notebook build",
     "pools-deep": "`lethe-lab pools build locomo --k-leg 100` (make study's deep pools)",
     "notebooks-build": "`lethe-lab notebooks build`",
     "make-test": "`make test`",

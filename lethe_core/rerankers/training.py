@@ -329,7 +329,9 @@ def train_folds(cfg: TrainConfig, progress: bool = True, root: Path | None = Non
     manifest = {"name": cfg.name, "config": asdict(cfg), "dataset": ds.name, "dataset_fingerprint": ds.fingerprint, "base_model": BASES[cfg.base],
                 "loss": "listwise softmax over (1 positive + negatives)", "negatives_from": "training conversations only",
                 "folds": folds}
-    tmp = out / "trained.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=2))
-    tmp.replace(out / "trained.json")
+    text, target = json.dumps(manifest, indent=2), out / "trained.json"
+    if not target.exists() or target.read_text() != text:  # a resume that trained nothing keeps the file's mtime, which
+        tmp = out / "trained.json.tmp"                       # the notebooks' stamps read (report.notebooks.stamp)
+        tmp.write_text(text)
+        tmp.replace(target)
     return manifest

@@ -75,7 +75,7 @@ def test_timings_table_reads_the_latest_measured_record_of_each_step_in_order(tm
     (root / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"name": "make-ru')  # a torn last line
     table = documents.timings(root).splitlines()
     assert table[2] == "| `make setup` (from the local pip cache) | 1 min 48 s | abc1234 | 2026-12-05 | 2 | fresh clone |"
-    assert table[3] == ("| `make study` (2 resumed segments summed; work a stop lost was redone; 15 min 0 s held with SIGSTOP left out) | 2 h 3 min 4 s "
+    assert table[3] == ("| `make study`: make run, make teachers, make matrix, the deep pools, the notebook build (2 resumed segments summed; work a stop lost was redone; 15 min 0 s held with SIGSTOP left out) | 2 h 3 min 4 s "
                         "| abc1234, def5678 | 2026-12-07 | 2 | fresh clone |")
     assert table[4] == "| `make test` | 10 min 56 s | abc1234 | 2026-12-05 | 2 | fresh clone |"
     assert len(table) == 5 and documents.timings(tmp_path / "nothing") is None

@@ -82,6 +82,17 @@ def test_manifest_records_protocol_and_choices(trained):
         assert not set(f["eval_conversations"]) & set(f["train_conversations"] + f["validation_conversations"])
 
 
+def test_a_resume_that_trains_nothing_leaves_the_manifest_untouched(trained, monkeypatch):
+    """`make study` resumed reruns `make teachers`: every fold is done, and an identical manifest rewritten would look
+    new to the notebooks' stamps (size + mtime) and re-execute all 18 of them."""
+    home, manifest = trained
+    monkeypatch.setenv("LETHE_HOME", str(home))
+    path = home / "models" / "tiny" / "trained.json"
+    before = path.stat().st_mtime_ns
+    cfg = TrainConfig(dataset="synthetic:2000", name="tiny", folds=2, max_groups=8, negatives=3, encoder="test:hash", base="test:tiny")
+    assert train_folds(cfg, progress=False) == json.loads(json.dumps(manifest)) and path.stat().st_mtime_ns == before
+
+
 def test_pools_are_scored_by_the_fold_that_never_saw_the_conversation(trained, monkeypatch):
     home, manifest = trained
     monkeypatch.setenv("LETHE_HOME", str(home))
