@@ -87,7 +87,7 @@ notebooks: setup  ## execute every checkpoint notebook at full parameters (resum
 	$(BIN)/lethe-lab notebooks build
 
 test: setup browser
-	$(TIMED) make-test $(FRESH) -- $(MAKE) --no-print-directory test-steps
+	$(TIMED) make-test $(FRESH) --note "the venv set-up before it is not in this time" -- $(MAKE) --no-print-directory test-steps
 
 test-steps:
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=15 -m "not heavy and not ray"
