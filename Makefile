@@ -75,13 +75,13 @@ learning-curve: setup  ## held-out full/control NDCG@10 against training budget 
 haystack: setup  ## the haystack size curve: systems and RIF (3 protocols, 5 seeds) on LoCoMo in 5.9k to 145k-turn haystacks (resumable; docs/haystack_study.md)
 	$(BIN)/lethe-lab haystack
 
-reproduce: reranker  ## everything behind RESULTS.md and RERANKER.md (full reranker, both second stages, three protocols, teacher study)
+reproduce: reranker  ## RESULTS.md and RERANKER.md for the full fold recipe minilm-2fold instead (both second stages, three protocols, teacher study; torch)
 	$(BIN)/lethe-lab reranker report minilm-2fold --backend torch
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol paper --seeds 5
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol heldout --seeds 5
 	$(BIN)/lethe-lab rif run locomo --reranker trained:minilm-2fold --backend torch --protocol prequential --seeds 5
-	$(BIN)/lethe-lab rif teacher locomo
-	$(BIN)/lethe-lab rif report
+	$(BIN)/lethe-lab rif teacher locomo --reranker trained:minilm-2fold
+	$(BIN)/lethe-lab rif report --reranker trained:minilm-2fold
 
 notebooks: setup  ## execute every checkpoint notebook at full parameters (resumable) and regenerate notebooks/README.md
 	$(BIN)/lethe-lab notebooks build

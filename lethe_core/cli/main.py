@@ -511,12 +511,12 @@ def rif_matrix(seeds: int = typer.Option(5, "--seeds", help="number of seeds, st
 
 @rif_app.command("report")
 @_guard
-def rif_report(dataset: str = typer.Argument("locomo"), reranker: Optional[str] = typer.Option(None, "--reranker", help="default: that of the newest paper run")) -> None:
-    """Write RESULTS.md from the newest finished runs of each protocol (and the teacher study, when `rif teacher` ran)."""
+def rif_report(dataset: str = typer.Argument("locomo"), reranker: Optional[str] = typer.Option(None, "--reranker", help="default (or `fold`): the dataset's fold teacher, the one `make run` trains")) -> None:
+    """Write RESULTS.md from one teacher's newest finished runs of each protocol (and the teacher study, when `rif teacher` ran)."""
     from lethe_core.report.results_md import write_report
 
     check.dataset(dataset, None)
-    typer.echo(f"wrote {write_report(dataset, reranker)}")
+    typer.echo(f"wrote {write_report(dataset, _fold_alias(reranker, dataset))}")
 
 
 @cache_app.command("stats")
