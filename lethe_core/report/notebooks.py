@@ -447,8 +447,9 @@ def write_index(build: Path = BUILD, state: dict | None = None, target: Path = N
         + forest_line +
         "| # | Checkpoint | Primary claim, as measured | Reference | Ours: estimate [CI] | Verdict | Why | Teacher · backend | Notebook · run time · figures |\n"
         "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine "
-        "(each notebook reads cached pools and results; the first build also scores the pairs no earlier run scored).\n\n"
+        f"Execution time of the notebooks as last built: {total / 60:.1f} min on this machine, summed over the notebooks "
+        "(each reads cached pools and results; a cold build, which also scores the pairs no earlier run scored, takes "
+        "longer: README's timing table has its measured wall time).\n\n"
         + (f"Rows {', '.join(kept)} are kept from the previous index (same teacher and backend): those notebooks were not "
            "executed into this build folder (`lethe-lab notebooks build --only ...` rebuilt the others).\n\n" if kept else "")
         +

@@ -8,6 +8,7 @@ once and no CDN script (so an exported HTML page stays interactive offline; leth
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -118,6 +119,24 @@ def static_export_problem() -> str | None:
     return None
 
 
+_PLOT_UID = re.compile(r'id="defs-([0-9a-f]+)"')
+_TRACE_UID = re.compile(r'(class="trace [^"]*? trace)([0-9a-f]+)"')
+
+
+def stable_svg(svg: str, name: str) -> str:
+    """The SVG with plotly's random per-draw ids (the plot's, on its defs, clip paths and legend; each trace's, in its
+    class) replaced by ones derived from the file's name: the same figure drawn again is the same bytes, so a rebuild
+    commits only the figures that changed."""
+    def derived(key: str, n: int) -> str:
+        return hashlib.sha256(f"{name}:{key}".encode()).hexdigest()[:n]
+
+    found = _PLOT_UID.search(svg)
+    if found:
+        svg = re.sub(rf"(defs-|clip|legend){found.group(1)}", rf"\g<1>{derived('plot', len(found.group(1)))}", svg)
+    count = iter(range(10**9))
+    return _TRACE_UID.sub(lambda m: f'{m.group(1)}{derived(f"trace{next(count)}", len(m.group(2)))}"', svg)
+
+
 def write_svgs(figures: dict[Path, go.Figure], width: int = 1000) -> list[Path]:
     """Draw every figure as SVG (`write_static`)."""
     return write_static(figures, "svg", width)
@@ -137,6 +156,8 @@ def write_static(figures: dict[Path, go.Figure], format: str, width: int = 1000,
     try:
         pio.write_images(list(figures.values()), tmps, format=format, width=width, height=height)
         for tmp, target in zip(tmps, targets):
+            if format == "svg":
+                tmp.write_text(stable_svg(tmp.read_text(encoding="utf-8"), target.name), encoding="utf-8")
             os.replace(tmp, target)
     finally:
         for tmp in tmps:

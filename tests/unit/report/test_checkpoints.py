@@ -265,6 +265,8 @@ def test_export_figures_draws_each_figure_and_drops_stale_copies(tmp_path):
     written = export_figures(nb, dest)
     assert [p.name for p in written] == ["12_x-1.svg"] and "<svg" in written[0].read_text() and "bars" in written[0].read_text()
     assert sorted(p.name for p in dest.iterdir()) == ["12_x-1.svg", "13_y-1.svg"]
+    first = written[0].read_bytes()
+    assert export_figures(nb, dest)[0].read_bytes() == first  # drawn again, the same bytes: a rebuild commits no noise
 
 
 def test_index_asks_to_rebuild_a_notebook_judged_under_the_old_verdict_words(tmp_path):
