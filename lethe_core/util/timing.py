@@ -17,9 +17,9 @@ next run of the same step continues that chain: its record's `seconds` is the su
 finds the caches the first one wrote. Work a kill lost is redone, so a chained time is an upper bound on one
 uninterrupted run. The steps a resumed chain runs again (`make study` reruns `make run` and `make matrix`, which
 find their outputs cached and finish in seconds) are recorded with `rerun_in`, naming the chain: their first run in
-the same chain already measured them, so the README's table leaves the rerun out. A step held with SIGSTOP (`kill -STOP`, to free the cores for a while) and continued does not
-lose its work; the heartbeat sees the gap (no beat for `PAUSED_AFTER` seconds) and leaves it out, recorded as
-`paused_seconds`.
+the same chain already measured them, so the README's table leaves the rerun out. A step held with SIGSTOP
+(`kill -STOP`, to free the cores for a while) and continued does not lose its work; the heartbeat sees the gap (no
+beat for `PAUSED_AFTER` seconds) and leaves it out, recorded as `paused_seconds`.
 """
 
 from __future__ import annotations
