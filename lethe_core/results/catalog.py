@@ -20,6 +20,7 @@ import pandas as pd
 
 from lethe_core.datasets.splits import HELDOUT, PAPER, PROTOCOLS
 from lethe_core.measures import stats
+from lethe_core.rerankers.recipes import fold_teacher
 from lethe_core.results.runs import Run, logit_reading
 
 SIGNIFICANCE = 0.05  # family-wise, after Holm
@@ -95,6 +96,7 @@ class RunEntry:
     seeds: tuple[int, ...]
     finished: datetime
     differs: str = ""
+    reranker: str = ""  # the summary's reranker spec, e.g. trained:NAME (`teacher` is its display form)
 
     @property
     def group(self) -> str:
@@ -129,16 +131,20 @@ def catalog(runs: Iterable[Run]) -> list[RunEntry]:
         groups.setdefault((r.summary["dataset"], r.summary["protocol"]), {})[r.run_id] = r.config
     differs = {rid: d for configs in groups.values() for rid, d in differences(configs).items()}
     entries = [RunEntry(r.run_id, str(r.summary["dataset"]), str(r.summary["protocol"]), teacher(r.summary), logit_reading(r.summary),
-                        tuple(int(s) for s in r.summary["seeds"]), finished_at(r), differs.get(r.run_id, "")) for r in runs]
+                        tuple(int(s) for s in r.summary["seeds"]), finished_at(r), differs.get(r.run_id, ""),
+                        str(r.summary.get("reranker") or "")) for r in runs]
     return sorted(entries, key=_order)
 
 
 def default_entry(entries: list[RunEntry]) -> RunEntry | None:
-    """The run shown when none is asked for: the newest paper-protocol run (the reproduction), else the newest run."""
+    """The run shown when none is asked for: the newest paper-protocol run (the reproduction) of LoCoMo's fold teacher
+    under the raw reading, the run RESULTS.md and the notebooks are about (`make matrix` finishes other teachers' runs
+    after it); else the newest paper-protocol run; else the newest run."""
     if not entries:
         return None
     papers = [e for e in entries if e.protocol == PAPER]
-    return max(papers or entries, key=lambda e: e.finished)
+    main = [e for e in papers if e.dataset == "locomo" and e.reranker == f"trained:{fold_teacher('locomo')}" and e.reading == "raw"]
+    return max(main or papers or entries, key=lambda e: e.finished)
 
 
 def _tone(delta: float | None, p: float | None, alpha: float) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from lethe_core.measures import stats
+from lethe_core.rerankers.recipes import fold_teacher
 from lethe_core.results import catalog
 from lethe_core.results.runs import Run
 
@@ -66,6 +67,19 @@ def test_catalog_sorts_by_dataset_then_protocol_then_newest(tmp_path):
     assert [e.run_id for e in catalog.catalog(runs)] == ["d", "c", "b", "e", "a"]
     assert catalog.default_entry(catalog.catalog(runs)).run_id == "d"  # the newest paper run, whatever its dataset
     assert catalog.default_entry([]) is None
+
+
+def test_the_default_run_is_locomos_fold_teacher_paper_run_when_there_is_one(tmp_path):
+    """After `make matrix` the newest paper runs are other teachers' (and REALTALK's): the dashboard still opens on
+    the run RESULTS.md and the notebooks are about."""
+    fold = f"trained:{fold_teacher('locomo')}"
+    runs = [make_run(tmp_path, "fold", [], reranker=fold, logit_reading="raw", mtime=1e8),
+            make_run(tmp_path, "fold-cal", [], reranker=fold, logit_reading="calibrated", calibrated=True, mtime=8e8),
+            make_run(tmp_path, "fold-heldout", [], protocol="heldout", reranker=fold, logit_reading="raw", mtime=8e8),
+            make_run(tmp_path, "cross", [], reranker="trained:realtalk-all", logit_reading="raw", mtime=9e8),
+            make_run(tmp_path, "realtalk", [], dataset="realtalk", reranker="trained:realtalk-2fold", logit_reading="raw", mtime=9.5e8)]
+    assert catalog.default_entry(catalog.catalog(runs)).run_id == "fold"
+    assert catalog.default_entry(catalog.catalog(runs[1:])).run_id == "realtalk"  # none: the newest paper run, whatever its dataset
 
 
 def test_runs_of_one_group_are_told_apart_by_what_differs_in_their_config(tmp_path):
