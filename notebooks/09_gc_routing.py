@@ -41,6 +41,8 @@ burn_in = None  # routing steps; None: the reference's 2000
 curve_points = 4  # frozen evaluations during the burn-in (plus the end)
 
 # %%
+from pathlib import Path
+
 import pandas as pd
 
 from lethe_core.util import figures
@@ -56,7 +58,7 @@ summary = study.run()
 table = pd.DataFrame(summary["table"])
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']} (calibrated: {summary['calibrated']}), "
       f"{summary['burn_in']} steps, seeds {summary['seeds']}; injected pairs scored now {summary['pairs']['scored']:,}, "
-      f"read from the pair cache {summary['pairs']['from_pair_cache']:,}; results in {summary['results_dir']}")
+      f"read from the pair cache {summary['pairs']['from_pair_cache']:,}; results folder {Path(summary['results_dir']).name}")
 
 # %% [markdown]
 # ## Static vs routing: NDCG@10 after the burn-in

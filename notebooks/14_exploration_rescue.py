@@ -47,6 +47,8 @@ sample_burn_in = 800  # the reference's fast benchmark (capped at burn_in when b
 verdict_variant = "top3"  # the reference's validated smart variant
 
 # %%
+from pathlib import Path
+
 import pandas as pd
 from IPython.display import Markdown
 
@@ -67,7 +69,7 @@ summary = study.run()
 vs_rif, vs_base = pd.DataFrame(summary["vs_rif"]), pd.DataFrame(summary["vs_baseline"])
 print(f"{summary['n_queries']} queries, reranker {summary['reranker']} (calibrated: {summary['calibrated']}), burn-in "
       f"{summary['burn_in']} (sample: {summary['sample_burn_in']}), seeds {summary['seeds']}; injected pairs scored now "
-      f"{summary['pairs']['scored']:,}, from the pair cache {summary['pairs']['from_pair_cache']:,}; results in {summary['results_dir']}")
+      f"{summary['pairs']['scored']:,}, from the pair cache {summary['pairs']['from_pair_cache']:,}; results folder {Path(summary['results_dir']).name}")
 
 # %% [markdown]
 # ## The story: small sample vs full evaluation vs held-out

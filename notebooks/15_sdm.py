@@ -40,6 +40,8 @@ families = None  # None: 50 (the reference's 250 events), 20 in the smoke run (s
 faithful = "first"  # also run the reference's flawed generator: "none" | "first" (first seed) | "all"
 
 # %%
+from pathlib import Path
+
 import pandas as pd
 from IPython.display import Markdown
 
@@ -57,7 +59,7 @@ summary = SDMExperiment(seeds=seeds, benchmark_seeds=n_bench, n_families=n_famil
 table = pd.DataFrame(summary["table"])
 paired = pd.DataFrame(summary["paired"])
 print(f"{seeds} seeds ({n_bench} generator seeds), {n_families} families ({5 * n_families} events, "
-      f"{20 * n_families} queries){' — SMOKE RUN, not the study' if smoke else ''}; results in {summary['results_dir']}")
+      f"{20 * n_families} queries){' — SMOKE RUN, not the study' if smoke else ''}; results folder {Path(summary['results_dir']).name}")
 
 # %% [markdown]
 # ## The benchmark: the reference's flaws, measured

@@ -168,6 +168,9 @@ def execute(path: Path, out_dir: Path, parameters: dict, html: bool = True, time
     except PapermillExecutionError as exc:
         raise NotebookError(f"{path.name}: cell {exc.exec_count} raised {exc.ename}: {exc.evalue} "
                             f"(executed copy with the traceback: {tmp})") from None
+    executed = json.loads(tmp.read_text())
+    executed["metadata"].get("papermill", {}).update(input_path=path.name, output_path=target.name)  # no machine paths
+    tmp.write_text(json.dumps(executed, indent=1, ensure_ascii=False) + "\n")
     os.replace(tmp, target)
     if html:
         export_html(target, out_dir / f"{path.stem}.html")

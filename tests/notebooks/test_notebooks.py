@@ -12,6 +12,7 @@ from lethe_core.measures import stats
 from lethe_core.report.checkpoints import Claim, judge, read_finding
 from lethe_core.util.figures import count_figures
 from lethe_core.report.notebooks import NotebookBuild, discover
+from lethe_core.util.paths import REPO_ROOT
 
 NOTEBOOKS = discover()
 
@@ -31,6 +32,8 @@ def test_notebook_executes_with_small_parameters(path, shared_home, tmp_path, mo
     nb = json.loads(executed.read_text())
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
+    shown = json.dumps([outputs, nb["metadata"]])
+    assert str(shared_home) not in shown and str(REPO_ROOT) not in shown, "an output names a path of this machine"
     assert count_figures(outputs) >= 1, "every checkpoint notebook shows at least one figure"
     finding = read_finding(executed)
     assert finding is not None, "the last cell must display a Finding (the computed verdict)"
