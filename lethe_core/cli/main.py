@@ -74,9 +74,9 @@ def _guard(fn):
 def _fold_alias(reranker: Optional[str], dataset: str) -> Optional[str]:
     """`fold` names DATASET's fold teacher (for LoCoMo the one `make run` trains), so a Makefile step can ask for it
     without knowing the recipe's name on this machine."""
-    from lethe_core.rerankers.recipes import fold_teacher
+    from lethe_core.rerankers.recipes import fold_teacher_spec
 
-    return f"trained:{fold_teacher(dataset)}" if reranker == "fold" else reranker
+    return fold_teacher_spec(dataset) if reranker == "fold" else reranker
 
 
 def _check_run(dataset: str, path: Optional[str], limit_queries: Optional[int] = None, conversations: Optional[int] = None,

@@ -13,7 +13,7 @@ from lethe_core.experiments.scope import REFERENCE_FILE
 from lethe_core.experiments.systems import pool_recall as pool_recall_value
 from lethe_core.measures import stats
 from lethe_core.report.checkpoints import signed
-from lethe_core.rerankers.recipes import fold_teacher
+from lethe_core.rerankers.recipes import fold_teacher_spec
 from lethe_core.rerankers.registry import trained_on
 from lethe_core.util.paths import REPO_ROOT, results_dir
 from lethe_core.results.runs import LOGIT_READINGS, Run, is_standard, latest_runs, list_runs, logit_reading, replay_context
@@ -412,18 +412,12 @@ def other_runs_section(datasets: tuple[str, ...], shown: tuple[str, str], runs: 
     return (["## Every dataset and teacher (raw reading)", ""] + out) if out else []
 
 
-def default_teacher(dataset: str) -> str:
-    """The teacher RESULTS.md is about unless told otherwise: the dataset's fold teacher (the one `make run` trains),
-    whichever teacher's run finished last (`make matrix` ends with another)."""
-    return f"trained:{fold_teacher(dataset)}"
-
-
 def write_report(dataset: str = "locomo", reranker: str | None = None, out: Path | None = None,
                  also: tuple[str, ...] = ("realtalk",)) -> Path:
-    """RESULTS.md from the newest finished runs of one teacher (default: `default_teacher`) under the raw reading (and
-    the teacher study's folder, when `lethe-lab rif teacher` wrote one); the teacher x reading table and the other
-    datasets' runs (`also`) when on disk."""
-    reranker = reranker or default_teacher(dataset)
+    """RESULTS.md from one teacher's newest finished runs under the raw reading, and the teacher study's folder when
+    `lethe-lab rif teacher` wrote one; the teacher x reading table and the other datasets' runs (`also`) when on disk.
+    The teacher defaults to the dataset's fold teacher, not the newest run's (`make matrix` ends with another)."""
+    reranker = reranker or fold_teacher_spec(dataset)
     runs = latest_runs(dataset, reranker, reading="raw")
     if "paper" not in runs:
         raise ValueError(f"no full paper-protocol run for {dataset} with {reranker} under the raw reading; "

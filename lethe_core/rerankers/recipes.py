@@ -87,6 +87,12 @@ def fold_teacher(dataset: str) -> str:
     return first_run_config().name if dataset == "locomo" else f"{dataset}-2fold"
 
 
+def fold_teacher_spec(dataset: str) -> str:
+    """The fold teacher as a reranker spec (`trained:NAME`): what the documents, the dashboard's default run and the
+    CLI's `fold` alias are about."""
+    return f"trained:{fold_teacher(dataset)}"
+
+
 def teacher_pairs(datasets: tuple[str, ...] = ("locomo", "realtalk")) -> list[tuple[str, str]]:
     """(dataset, reranker spec) for the fold and the cross-dataset teacher of each dataset."""
-    return [(d, f"trained:{name}") for d in datasets for name in (fold_teacher(d), f"{CROSS_DATASET[d]}-all")]
+    return [(d, spec) for d in datasets for spec in (fold_teacher_spec(d), f"trained:{CROSS_DATASET[d]}-all")]

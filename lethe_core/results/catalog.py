@@ -20,7 +20,7 @@ import pandas as pd
 
 from lethe_core.datasets.splits import HELDOUT, PAPER, PROTOCOLS
 from lethe_core.measures import stats
-from lethe_core.rerankers.recipes import fold_teacher
+from lethe_core.rerankers.recipes import fold_teacher_spec
 from lethe_core.results.runs import Run, logit_reading
 
 SIGNIFICANCE = 0.05  # family-wise, after Holm
@@ -143,7 +143,7 @@ def default_entry(entries: list[RunEntry]) -> RunEntry | None:
     if not entries:
         return None
     papers = [e for e in entries if e.protocol == PAPER]
-    main = [e for e in papers if e.dataset == "locomo" and e.reranker == f"trained:{fold_teacher('locomo')}" and e.reading == "raw"]
+    main = [e for e in papers if e.dataset == "locomo" and e.reranker == fold_teacher_spec("locomo") and e.reading == "raw"]
     return max(main or papers or entries, key=lambda e: e.finished)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import logging
 import os
 import re
@@ -133,7 +134,7 @@ def stable_svg(svg: str, name: str) -> str:
     found = _PLOT_UID.search(svg)
     if found:
         svg = re.sub(rf"(defs-|clip|legend){found.group(1)}", rf"\g<1>{derived('plot', len(found.group(1)))}", svg)
-    count = iter(range(10**9))
+    count = itertools.count()
     return _TRACE_UID.sub(lambda m: f'{m.group(1)}{derived(f"trace{next(count)}", len(m.group(2)))}"', svg)
 
 

@@ -36,7 +36,7 @@ def two_teachers(tmp_path_factory):
 def test_results_md_reads_the_fold_teacher_not_the_newest_run(two_teachers, monkeypatch, tmp_path):
     home, summary = two_teachers
     monkeypatch.setenv("LETHE_HOME", str(home))
-    monkeypatch.setattr(results_md, "default_teacher", lambda dataset: "test:lexical")
+    monkeypatch.setattr(results_md, "fold_teacher_spec", lambda dataset: "test:lexical")
     text = results_md.write_report("synthetic-6000", out=tmp_path / "RESULTS.md", also=()).read_text()
     assert "Reranker (teacher): **test:lexical**" in text and summary["run_id"] in text
     other = results_md.write_report("synthetic-6000", "trained:other-all", out=tmp_path / "OTHER.md", also=()).read_text()
