@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from lethe_core.util import timing
 from lethe_core.util.paths import shared_data_dir
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # forced: no test may touch the network, whatever the shell says
@@ -32,7 +33,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
     """Every test writes caches and results under a temporary LETHE_HOME, never into data/."""
     home = tmp_path_factory.mktemp("lethe_home")
     monkeypatch.setenv("LETHE_HOME", str(home))
-    monkeypatch.delenv("LETHE_TIMING_CHAIN", raising=False)  # `make test`'s own timing chain is not a test's outer chain
+    monkeypatch.delenv(timing.OUTER, raising=False)  # `make test`'s own timing chain is not a test's outer chain
     return home
 
 

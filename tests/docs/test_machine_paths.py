@@ -28,8 +28,11 @@ def machine_paths() -> re.Pattern:
     return re.compile("|".join(re.escape(f"{p}/") for p in sorted(map(str, roots), key=len, reverse=True)))
 
 
+MACHINE_PATHS = machine_paths()
+
+
 def test_the_pattern_finds_a_path_of_this_machine_and_nothing_relative():
-    pattern = machine_paths()
+    pattern = MACHINE_PATHS
     assert pattern.search(f"read {REPO_ROOT.parent}/shared/data/x.json") and pattern.search(f"{REPO_ROOT}/data/results")
     assert not pattern.search("read ../shared/data/x.json and data/results/")
 
@@ -37,5 +40,5 @@ def test_the_pattern_finds_a_path_of_this_machine_and_nothing_relative():
 @pytest.mark.parametrize("path", committed_documents(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_no_committed_document_names_a_path_of_this_machine(path):
     text = path.read_text(encoding="utf-8", errors="replace")
-    hits = [(i, m.group(0)) for i, line in enumerate(text.splitlines(), start=1) for m in machine_paths().finditer(line)]
+    hits = [(i, m.group(0)) for i, line in enumerate(text.splitlines(), start=1) for m in MACHINE_PATHS.finditer(line)]
     assert not hits, f"{path.relative_to(REPO_ROOT)}: machine paths at lines {hits[:5]}"
